@@ -1,0 +1,71 @@
+"""Backend adapters: the little each array library needs beyond the array API standard.
+
+The core (``attnkit``) never imports a framework. When it needs something the standard
+lacks (random numbers for dropout, today), it asks this registry for the adapter of the
+inputs' namespace. Each adapter is a small module, ``attnkit.backends.<name>``, that
+imports its framework lazily and exposes the same functions:
+
+``NAME``                          the backend's name.
+``check_rng(rng)``                raise ``TypeError`` unless ``rng`` is this backend's
+                                  generator (NumPy ``Generator``, ``torch.Generator``,
+                                  JAX PRNG key).
+``dropout_keep(rng, shape, keep_prob, *, like, stream)``
+                                  a bool array of ``shape`` on ``like``'s device, each
+                                  element True with probability ``keep_prob``. ``stream``
+                                  numbers the draws of one call (functional generators
+                                  such as JAX keys fold it in; stateful ones ignore it).
+``available()``                   whether the framework imports.
+``from_numpy(a, dtype)``          a NumPy array as this backend's array of ``dtype``
+                                  (a dtype name such as ``"float32"``).
+``to_numpy(x)``                   this backend's array as a NumPy array.
+``make_rng(seed)``                a fresh generator for ``seed``.
+``synchronize(x)``                wait until ``x`` is computed (for timing).
+``install_hint``                  the pip command that installs the framework.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+import array_api_compat as _aac
+
+__all__ = ["NAMES", "for_namespace", "load"]
+
+#: Every backend attnkit ships an adapter for, in the order tables list them.
+NAMES: tuple[str, ...] = ("numpy", "torch", "jax", "strict")
+
+_cache: dict[str, ModuleType] = {}
+
+
+def load(name: str) -> ModuleType:
+    """Return the adapter module ``attnkit.backends.<name>`` (imports no framework)."""
+    if name not in NAMES:
+        raise ValueError(f"unknown backend {name!r}; expected one of {', '.join(NAMES)}.")
+    module = _cache.get(name)
+    if module is None:
+        module = importlib.import_module(f"{__name__}.{name}")
+        _cache[name] = module
+    return module
+
+
+def name_of(xp: Any) -> str:
+    """The backend name of an array namespace, or raise ``TypeError`` if none fits."""
+    if _aac.is_numpy_namespace(xp):
+        return "numpy"
+    if _aac.is_torch_namespace(xp):
+        return "torch"
+    if _aac.is_jax_namespace(xp):
+        return "jax"
+    if _aac.is_array_api_strict_namespace(xp):
+        return "strict"
+    raise TypeError(
+        f"attnkit has no backend adapter for the array namespace {getattr(xp, '__name__', xp)!r}; "
+        f"supported: {', '.join(NAMES)}. Everything except dropout still works on it."
+    )
+
+
+def for_namespace(xp: Any) -> ModuleType:
+    """The adapter module for the array namespace ``xp``."""
+    return load(name_of(xp))

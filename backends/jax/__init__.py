@@ -1,0 +1,82 @@
+"""JAX adapter: dropout draws from a PRNG key; each block folds in its stream number."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "NAME",
+    "available",
+    "check_rng",
+    "dropout_keep",
+    "from_numpy",
+    "install_hint",
+    "make_rng",
+    "synchronize",
+    "to_numpy",
+]
+
+NAME = "jax"
+install_hint = 'pip install "attnkit[jax]"  (or: pip install jax)'
+
+
+def available() -> bool:
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _is_key(rng: Any) -> bool:
+    import jax
+    import jax.numpy as jnp
+
+    if not isinstance(rng, jax.Array):
+        return False
+    if jnp.issubdtype(rng.dtype, jax.dtypes.prng_key):
+        return rng.shape == ()
+    return rng.dtype == jnp.uint32 and rng.shape == (2,)
+
+
+def check_rng(rng: Any) -> None:
+    if not _is_key(rng):
+        shape = getattr(rng, "shape", None)
+        raise TypeError(
+            f"rng must be a single JAX PRNG key for JAX arrays, got {type(rng).__name__}"
+            f"{'' if shape is None else f' of shape {tuple(shape)}'}; create one with "
+            "jax.random.key(seed) (split it yourself between calls: JAX keys are not stateful)."
+        )
+
+
+def dropout_keep(rng: Any, shape: tuple[int, ...], keep_prob: float, *, like: Any, stream: int):
+    import jax
+
+    return jax.random.bernoulli(jax.random.fold_in(rng, stream), keep_prob, shape)
+
+
+def from_numpy(a: Any, dtype: str) -> Any:
+    import jax.numpy as jnp
+    import numpy as np
+
+    return jnp.asarray(np.asarray(a, dtype="float64"), dtype=getattr(jnp, dtype))
+
+
+def to_numpy(x: Any) -> Any:
+    import jax.numpy as jnp
+    import numpy as np
+
+    if x.dtype in (jnp.bfloat16, jnp.float16):
+        x = x.astype(jnp.float32)
+    return np.asarray(x)
+
+
+def make_rng(seed: int) -> Any:
+    import jax
+
+    return jax.random.key(seed)
+
+
+def synchronize(x: Any) -> None:
+    if hasattr(x, "block_until_ready"):
+        x.block_until_ready()

@@ -1,0 +1,65 @@
+"""NumPy adapter: dropout draws from a ``numpy.random.Generator``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "NAME",
+    "available",
+    "check_rng",
+    "dropout_keep",
+    "from_numpy",
+    "install_hint",
+    "make_rng",
+    "synchronize",
+    "to_numpy",
+]
+
+NAME = "numpy"
+install_hint = "pip install numpy"
+
+
+def available() -> bool:
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def check_rng(rng: Any) -> None:
+    import numpy as np
+
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"rng must be a numpy.random.Generator for NumPy arrays, got {type(rng).__name__}; "
+            "create one with numpy.random.default_rng(seed)."
+        )
+
+
+def dropout_keep(rng: Any, shape: tuple[int, ...], keep_prob: float, *, like: Any, stream: int):
+    # float32 uniforms halve the memory of the draw; a stateful Generator ignores stream.
+    return rng.random(shape, dtype="float32") < keep_prob
+
+
+def from_numpy(a: Any, dtype: str) -> Any:
+    import numpy as np
+
+    return np.asarray(a).astype(dtype)
+
+
+def to_numpy(x: Any) -> Any:
+    import numpy as np
+
+    return np.asarray(x)
+
+
+def make_rng(seed: int) -> Any:
+    import numpy as np
+
+    return np.random.default_rng(seed)
+
+
+def synchronize(x: Any) -> None:
+    return None

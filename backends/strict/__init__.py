@@ -1,0 +1,73 @@
+"""array-api-strict adapter: dropout draws from a ``numpy.random.Generator``.
+
+array-api-strict has no random numbers; the keep mask is drawn with NumPy and moved to
+the inputs' device, so device mix-ups still surface.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "NAME",
+    "available",
+    "check_rng",
+    "dropout_keep",
+    "from_numpy",
+    "install_hint",
+    "make_rng",
+    "synchronize",
+    "to_numpy",
+]
+
+NAME = "strict"
+install_hint = 'pip install "attnkit[strict]"  (or: pip install array-api-strict)'
+
+
+def available() -> bool:
+    try:
+        import array_api_strict  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def check_rng(rng: Any) -> None:
+    import numpy as np
+
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            "rng must be a numpy.random.Generator for array-api-strict arrays, got "
+            f"{type(rng).__name__}; create one with numpy.random.default_rng(seed)."
+        )
+
+
+def dropout_keep(rng: Any, shape: tuple[int, ...], keep_prob: float, *, like: Any, stream: int):
+    import array_api_strict as xp
+
+    keep = rng.random(shape, dtype="float32") < keep_prob
+    return xp.asarray(keep, device=like.device)
+
+
+def from_numpy(a: Any, dtype: str, device: Any = None) -> Any:
+    import array_api_strict as xp
+    import numpy as np
+
+    return xp.asarray(np.asarray(a, dtype=dtype), device=device)
+
+
+def to_numpy(x: Any) -> Any:
+    import array_api_strict as xp
+    import numpy as np
+
+    return np.asarray(x.to_device(xp.Device("CPU_DEVICE")))
+
+
+def make_rng(seed: int) -> Any:
+    import numpy as np
+
+    return np.random.default_rng(seed)
+
+
+def synchronize(x: Any) -> None:
+    return None

@@ -1,0 +1,78 @@
+"""PyTorch adapter: dropout draws from a ``torch.Generator`` on the inputs' device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "NAME",
+    "available",
+    "check_rng",
+    "dropout_keep",
+    "from_numpy",
+    "install_hint",
+    "make_rng",
+    "synchronize",
+    "to_numpy",
+]
+
+NAME = "torch"
+install_hint = 'pip install "attnkit[torch]"  (or: pip install torch==2.13.0)'
+
+
+def available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def check_rng(rng: Any) -> None:
+    import torch
+
+    if not isinstance(rng, torch.Generator):
+        raise TypeError(
+            f"rng must be a torch.Generator for PyTorch tensors, got {type(rng).__name__}; "
+            "create one with torch.Generator(device=query.device).manual_seed(seed)."
+        )
+
+
+def dropout_keep(rng: Any, shape: tuple[int, ...], keep_prob: float, *, like: Any, stream: int):
+    import torch
+
+    if rng.device.type != like.device.type:
+        raise ValueError(
+            f"rng is a torch.Generator on {rng.device} but the inputs are on {like.device}; "
+            f"create it with torch.Generator(device={str(like.device)!r})."
+        )
+    return torch.rand(shape, generator=rng, device=like.device, dtype=torch.float32) < keep_prob
+
+
+def from_numpy(a: Any, dtype: str) -> Any:
+    import numpy as np
+    import torch
+
+    return torch.from_numpy(np.array(a, dtype="float64")).to(getattr(torch, dtype))
+
+
+def to_numpy(x: Any) -> Any:
+    import torch
+
+    x = x.detach().cpu()
+    if x.dtype in (torch.bfloat16, torch.float16):
+        x = x.to(torch.float32)
+    return x.numpy()
+
+
+def make_rng(seed: int) -> Any:
+    import torch
+
+    return torch.Generator().manual_seed(seed)
+
+
+def synchronize(x: Any) -> None:
+    import torch
+
+    if isinstance(x, torch.Tensor) and x.is_cuda:
+        torch.cuda.synchronize(x.device)

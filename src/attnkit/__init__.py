@@ -1,0 +1,48 @@
+"""attnkit: scaled dot-product attention and its family, written once against the array API.
+
+The same code runs on NumPy, PyTorch, JAX and any array-API library (through
+``array-api-compat``), on CPU or accelerator::
+
+    import attnkit as ak
+    out = ak.scaled_dot_product_attention(query, key, value, is_causal=True)
+
+Modules: :mod:`attnkit.attention` (the entry point), :mod:`attnkit.dense` (the blocked
+executor), :mod:`attnkit.reference` (the plain formula), :mod:`attnkit.softmax`,
+:mod:`attnkit.positions` (causal and window structure), :mod:`attnkit.merge`
+(log-sum-exp merging), :mod:`attnkit.errors`, :mod:`attnkit.cli`.
+"""
+
+from __future__ import annotations
+
+from .attention import (
+    AttentionWithLSE,
+    AttentionWithWeights,
+    AttentionWithWeightsAndLSE,
+    scaled_dot_product_attention,
+)
+from .errors import (
+    AttnkitError,
+    DeviceMismatchError,
+    DTypeError,
+    NamespaceMismatchError,
+    ParameterError,
+    ShapeError,
+)
+from .merge import merge_partials
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AttentionWithLSE",
+    "AttentionWithWeights",
+    "AttentionWithWeightsAndLSE",
+    "AttnkitError",
+    "DTypeError",
+    "DeviceMismatchError",
+    "NamespaceMismatchError",
+    "ParameterError",
+    "ShapeError",
+    "__version__",
+    "merge_partials",
+    "scaled_dot_product_attention",
+]

@@ -1,0 +1,35 @@
+"""Small pure-Python helpers for shapes: broadcasting and readable descriptions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["broadcast_shapes", "describe", "prod"]
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The array-API broadcast of ``shapes``, or None when they do not broadcast."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for shape in shapes:
+        offset = ndim - len(shape)
+        for axis, size in enumerate(shape):
+            current = out[offset + axis]
+            if current == 1:
+                out[offset + axis] = size
+            elif size != 1 and size != current:
+                return None
+    return tuple(out)
+
+
+def prod(shape: tuple[int, ...]) -> int:
+    result = 1
+    for size in shape:
+        result *= size
+    return result
+
+
+def describe(x: Any) -> str:
+    """``float32 (2, 8, 4, 64)``: the dtype and shape of an array, for messages."""
+    dtype = str(getattr(x, "dtype", type(x).__name__)).replace("torch.", "")
+    return f"{dtype} {tuple(x.shape)}"

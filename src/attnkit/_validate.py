@@ -1,0 +1,324 @@
+"""Input checks for :func:`attnkit.scaled_dot_product_attention`, gathered in one place.
+
+Everything here runs before any array work and costs microseconds: it reads shapes,
+dtypes, namespaces and devices, never values. It returns a :class:`Problem`, the
+normalized description the executors work from. Messages name the argument, its shape
+or dtype, the axis, what was expected and how to fix it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import array_api_compat as aac
+
+from ._shapes import broadcast_shapes, describe
+from .errors import (
+    DeviceMismatchError,
+    DTypeError,
+    NamespaceMismatchError,
+    ParameterError,
+    ShapeError,
+)
+
+__all__ = ["ALIGNMENTS", "IMPLS", "Problem", "prepare"]
+
+IMPLS = ("auto", "generic", "reference")
+ALIGNMENTS = ("top_left", "bottom_right")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A validated attention call, in the shapes the executors use.
+
+    With GQA (G = Hq // Hkv > 1) the arrays are already reshaped:
+    query (..., Hkv, G, L, E), key (..., Hkv, 1, S, E), value (..., Hkv, 1, S, Ev),
+    mask (..., Hkv|1, G|1, L|1, S|1); ``out_lead`` is the leading shape of the output
+    in the caller's terms, (..., Hq).
+    """
+
+    xp: Any
+    device: Any
+    dtype: Any  # the inputs' dtype, also the output's
+    compute_dtype: Any  # float32 for float16/bfloat16 inputs, else the input dtype
+    query: Any
+    key: Any
+    value: Any
+    mask: Any  # None, bool (True = may attend) or additive float, broadcastable
+    mask_is_bool: bool
+    out_lead: tuple[int, ...]  # leading dims of the output, (..., Hq)
+    L: int
+    S: int
+    Ev: int
+    scale: float
+    causal: bool
+    window: tuple[int | None, int | None] | None
+    q_start: int  # absolute position of query 0, alignment shift included
+    kv_start: int  # absolute position of key 0
+    dropout_p: float
+    rng: Any
+    gqa_groups: int
+
+
+def _namespace(name: str, x: Any) -> Any:
+    if not aac.is_array_api_obj(x):
+        raise TypeError(
+            f"{name} must be an array (NumPy, PyTorch, JAX or any array-API array), "
+            f"got {type(x).__name__}; convert it first, e.g. numpy.asarray({name})."
+        )
+    return aac.array_namespace(x)
+
+
+def _check_window(window: Any) -> tuple[int | None, int | None] | None:
+    if window is None:
+        return None
+    sides = (window, window) if isinstance(window, int) and not isinstance(window, bool) else window
+    if not (isinstance(sides, tuple | list) and len(sides) == 2):
+        raise ParameterError(
+            f"window must be None, an int W (meaning (W, W)) or a pair (left, right), got "
+            f"{window!r}; query i then sees keys i-left .. i+right."
+        )
+    for side_name, side in zip(("left", "right"), sides, strict=True):
+        if side is not None and (not isinstance(side, int) or isinstance(side, bool) or side < 0):
+            raise ParameterError(
+                f"window {side_name} side must be a non-negative int or None (unbounded), got "
+                f"{side!r} in window={window!r}; for FlashAttention's -1 pass None."
+            )
+    return (sides[0], sides[1])
+
+
+def _check_int(name: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ParameterError(
+            f"{name} must be a Python int (an absolute position), got {type(value).__name__} "
+            f"{value!r}; positions are static, pass int({name})."
+        )
+    return value
+
+
+def _check_scalars(
+    dropout_p: Any, scale: Any, impl: Any, causal_alignment: Any, is_causal: Any
+) -> None:
+    if impl not in IMPLS:
+        raise ParameterError(f"impl must be one of {IMPLS}, got {impl!r}.")
+    if causal_alignment not in ALIGNMENTS:
+        raise ParameterError(
+            f"causal_alignment must be 'top_left' (PyTorch: query i sees keys 0..i) or "
+            f"'bottom_right' (FlashAttention: the last query sees the last key), "
+            f"got {causal_alignment!r}."
+        )
+    if not isinstance(is_causal, bool):
+        raise ParameterError(f"is_causal must be True or False, got {is_causal!r}.")
+    if (
+        isinstance(dropout_p, bool)
+        or not isinstance(dropout_p, int | float)
+        or not 0.0 <= dropout_p < 1.0
+    ):
+        raise ParameterError(
+            f"dropout_p must be a float in [0, 1), got {dropout_p!r}; use 0.0 to disable "
+            "dropout (for example at evaluation time)."
+        )
+    if scale is not None and (
+        isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
+    ):
+        raise ParameterError(
+            f"scale must be None (1/sqrt(E)) or a finite real number, got {scale!r}."
+        )
+
+
+def _check_arrays(query: Any, key: Any, value: Any, attn_mask: Any) -> tuple[Any, Any]:
+    """Namespace, rank, dtype and device checks; returns (xp, device)."""
+    named = [("query", query), ("key", key), ("value", value)]
+    if attn_mask is not None:
+        named.append(("attn_mask", attn_mask))
+    spaces = [(name, x, _namespace(name, x)) for name, x in named]
+    xp = spaces[0][2]
+    for name, x, space in spaces[1:]:
+        if space is not xp:
+            raise NamespaceMismatchError(
+                f"{name} comes from {type(x).__module__}.{type(x).__name__} but query from "
+                f"{type(query).__module__}.{type(query).__name__}; attention needs arrays of "
+                f"one library: convert {name} to query's array type."
+            )
+    for name, x in named[:3]:
+        if x.ndim < 2:
+            raise ShapeError(
+                f"{name} must have rank >= 2 (..., length, features), got shape "
+                f"{tuple(x.shape)}; add a length axis, e.g. {name}[None, :]."
+            )
+        if not xp.isdtype(x.dtype, "real floating"):
+            raise DTypeError(
+                f"{name} has dtype {x.dtype} ({describe(x)}); attention needs real floating "
+                f"arrays: cast it, e.g. {name}.astype(float32)."
+            )
+    for name, x in named[1:3]:
+        if x.dtype != query.dtype:
+            raise DTypeError(
+                f"{name} is {describe(x)} but query is {describe(query)}; query, key and value "
+                f"must share one dtype: cast {name} to {query.dtype}."
+            )
+    if attn_mask is not None and not (
+        attn_mask.dtype == xp.bool or xp.isdtype(attn_mask.dtype, "real floating")
+    ):
+        raise DTypeError(
+            f"attn_mask has dtype {attn_mask.dtype} ({describe(attn_mask)}); expected bool "
+            "(True = may attend) or a real floating additive mask (0 or -inf): cast it, e.g. "
+            "attn_mask != 0 for a 0/1 integer mask."
+        )
+    device = aac.device(query)
+    for name, x in named[1:]:
+        other = aac.device(x)
+        if other != device:
+            raise DeviceMismatchError(
+                f"{name} is on device {other} but query is on {device}; move {name} to "
+                f"query's device (e.g. {name}.to_device(query.device) or {name}.to(device))."
+            )
+    return xp, device
+
+
+def _check_shapes(
+    query: Any, key: Any, value: Any, enable_gqa: bool
+) -> tuple[int, tuple[int, ...]]:
+    """Feature, length and head checks; returns (G, out_lead)."""
+    shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+    if key.shape[-1] != query.shape[-1]:
+        raise ShapeError(
+            f"key has {key.shape[-1]} features on its last axis but query has "
+            f"{query.shape[-1]}: {shapes}. Query and key must share E (value may differ)."
+        )
+    if value.shape[-2] != key.shape[-2]:
+        raise ShapeError(
+            f"value has length {value.shape[-2]} on axis -2 but key has {key.shape[-2]}: "
+            f"{shapes}. Key and value must have one row per key position (same S)."
+        )
+    groups = 1
+    q_heads = query.shape[-3] if query.ndim >= 3 else 1
+    kv_heads = key.shape[-3] if key.ndim >= 3 else 1
+    if enable_gqa and query.ndim >= 3 and key.ndim >= 3 and q_heads != kv_heads:
+        v_heads = value.shape[-3] if value.ndim >= 3 else 1
+        if kv_heads == 0 or q_heads % kv_heads != 0:
+            raise ShapeError(
+                f"enable_gqa needs query heads Hq divisible by key heads Hkv on axis -3, got "
+                f"Hq={q_heads} and Hkv={kv_heads}: {shapes}. Use Hkv among the divisors of Hq."
+            )
+        if v_heads != kv_heads:
+            raise ShapeError(
+                f"enable_gqa needs key and value to have the same heads on axis -3, got key "
+                f"Hkv={kv_heads} and value {v_heads}: {shapes}."
+            )
+        groups = q_heads // kv_heads
+        batch = broadcast_shapes(query.shape[:-3], key.shape[:-3], value.shape[:-3])
+        if batch is None:
+            raise ShapeError(
+                f"the batch dims (all axes before the head axis -3) do not broadcast: {shapes}. "
+                "Make them equal or 1."
+            )
+        return groups, (*batch, q_heads)
+    lead = broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    if lead is None:
+        hint = "Make the leading dims equal or 1"
+        if query.ndim >= 3 and key.ndim >= 3 and q_heads != kv_heads and kv_heads != 1:
+            hint = (
+                f"Query has Hq={q_heads} and key Hkv={kv_heads} heads on axis -3: set "
+                "enable_gqa=True for grouped-query attention, or make them equal"
+            )
+        raise ShapeError(f"the leading dims (all axes before -2) do not broadcast: {shapes}. {hint}.")
+    return groups, lead
+
+
+def _check_mask(attn_mask: Any, out_lead: tuple[int, ...], L: int, S: int) -> None:
+    target = (*out_lead, L, S)
+    if attn_mask.ndim < 2 or broadcast_shapes(tuple(attn_mask.shape), target) != target:
+        raise ShapeError(
+            f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to the attention "
+            f"shape (..., Hq, L, S) = {target}; each axis must equal the target's or be 1 "
+            f"(e.g. (L, S) = {(L, S)}, (1, S), or (B, 1, L, S))."
+        )
+
+
+def _reshape_for_gqa(
+    xp: Any, query: Any, key: Any, value: Any, mask: Any, groups: int
+) -> tuple[Any, Any, Any, Any]:
+    """Split the query heads into (Hkv, G) and add a size-1 group axis to key and value."""
+    *q_batch, q_heads, L, E = query.shape
+    query = xp.reshape(query, (*q_batch, q_heads // groups, groups, L, E))  # (..., Hkv, G, L, E)
+    key = xp.expand_dims(key, axis=-3)  # (..., Hkv, 1, S, E)
+    value = xp.expand_dims(value, axis=-3)  # (..., Hkv, 1, S, Ev)
+    if mask is not None:
+        if mask.ndim < 3:
+            mask = xp.reshape(mask, (1, *mask.shape))  # (1, L|1, S|1)
+        *m_batch, m_heads, m_rows, m_cols = mask.shape
+        if m_heads == 1:
+            mask = xp.expand_dims(mask, axis=-3)  # (..., 1, 1, L|1, S|1)
+        else:
+            mask = xp.reshape(mask, (*m_batch, m_heads // groups, groups, m_rows, m_cols))
+    return query, key, value, mask
+
+
+def prepare(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any,
+    dropout_p: Any,
+    is_causal: Any,
+    scale: Any,
+    enable_gqa: Any,
+    causal_alignment: Any,
+    window: Any,
+    q_offset: Any,
+    kv_offset: Any,
+    rng: Any,
+    impl: Any,
+) -> Problem:
+    """Validate one call and return its :class:`Problem`; raise before any work."""
+    _check_scalars(dropout_p, scale, impl, causal_alignment, is_causal)
+    window = _check_window(window)
+    q_offset = _check_int("q_offset", q_offset)
+    kv_offset = _check_int("kv_offset", kv_offset)
+    xp, device = _check_arrays(query, key, value, attn_mask)
+    groups, out_lead = _check_shapes(query, key, value, bool(enable_gqa))
+    L, E = query.shape[-2], query.shape[-1]
+    S, Ev = key.shape[-2], value.shape[-1]
+    if attn_mask is not None:
+        _check_mask(attn_mask, out_lead, L, S)
+    if dropout_p > 0:
+        if rng is None:
+            raise ParameterError(
+                f"dropout_p={dropout_p} needs an explicit rng (attnkit keeps no hidden random "
+                "state): pass rng=numpy.random.default_rng(seed), "
+                "torch.Generator().manual_seed(seed) or jax.random.key(seed)."
+            )
+        from . import backends
+
+        backends.for_namespace(xp).check_rng(rng)
+    if groups > 1:
+        query, key, value, attn_mask = _reshape_for_gqa(xp, query, key, value, attn_mask, groups)
+    dtype = query.dtype
+    compute_dtype = dtype if dtype in (xp.float32, xp.float64) else xp.float32
+    shift = S - L if causal_alignment == "bottom_right" else 0
+    return Problem(
+        xp=xp,
+        device=device,
+        dtype=dtype,
+        compute_dtype=compute_dtype,
+        query=query,
+        key=key,
+        value=value,
+        mask=attn_mask,
+        mask_is_bool=attn_mask is not None and attn_mask.dtype == xp.bool,
+        out_lead=out_lead,
+        L=L,
+        S=S,
+        Ev=Ev,
+        scale=(1.0 / math.sqrt(E) if E > 0 else 1.0) if scale is None else float(scale),
+        causal=is_causal,
+        window=window,
+        q_start=q_offset + shift,
+        kv_start=kv_offset,
+        dropout_p=float(dropout_p),
+        rng=rng if dropout_p > 0 else None,
+        gqa_groups=groups,
+    )

@@ -1,0 +1,177 @@
+"""Dense exact attention in query blocks: the generic array-API executor.
+
+Rows of the query are processed ``block_size`` at a time, so the score matrix in memory
+is (..., Bq, S), never (..., L, S) unless the weights are asked for. For causal and
+window structure each block touches only the key columns its rows can see (see
+:mod:`attnkit.positions`), so causal attention does about half the work of full
+attention and a sliding window grows linearly with L.
+
+For one block of rows this computes, in the compute dtype (float32 for 16-bit inputs)::
+
+    scores  = (q * scale) @ k^T                      # (..., Bq, Sk)
+    allowed = causal & window & attn_mask            # (..., Bq, Sk)
+    weights, lse = masked_softmax(scores + additive_mask, allowed)
+    weights = dropout(weights)                       # the weights applied are returned
+    out     = weights @ v                            # (..., Bq, Ev)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ._shapes import broadcast_shapes, prod
+from ._validate import Problem
+from .positions import allowed_by_position, key_range
+from .softmax import masked_softmax
+
+__all__ = ["DEFAULT_BLOCK_BUDGET", "Prepared", "blocked_attention", "choose_block_size", "prepare_operands"]
+
+#: Score elements one query block may hold (x 4 bytes in float32): 2**23 is 32 MiB, which
+#: keeps the working set of a block in cache-friendly pieces while making each matmul big
+#: enough to run at full speed.
+DEFAULT_BLOCK_BUDGET = 2**23
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Operands in the compute dtype, with keys no query may attend zeroed."""
+
+    query: Any  # (..., L, E), already multiplied by scale
+    key: Any  # (..., S, E)
+    value: Any  # (..., S, Ev)
+    allowed_mask: Any  # bool mask from attn_mask or None
+    additive: Any  # float additive mask or None
+    lead: tuple[int, ...]  # broadcast leading dims of all operands
+
+
+def prepare_operands(p: Problem) -> Prepared:
+    """Cast to the compute dtype, fold in the scale and neutralize dead keys.
+
+    A key column that no query row may attend (by attn_mask) is replaced by zeros in key
+    and value, so a NaN or inf stored there (padding) cannot reach any output or gradient
+    through 0 * NaN in the matrix products.
+    """
+    xp, cd = p.xp, p.compute_dtype
+    q, k, v = p.query, p.key, p.value
+    if q.dtype != cd:
+        q, k, v = xp.astype(q, cd), xp.astype(k, cd), xp.astype(v, cd)
+    q = q * p.scale
+    allowed_mask, additive = None, None
+    if p.mask is not None:
+        if p.mask_is_bool:
+            allowed_mask = p.mask
+        else:
+            additive = p.mask if p.mask.dtype == cd else xp.astype(p.mask, cd)
+            allowed_mask = additive != -math.inf
+        alive = xp.any(allowed_mask, axis=-2, keepdims=True)  # (..., 1, S|1)
+        alive = xp.matrix_transpose(alive)  # (..., S|1, 1)
+        k = xp.where(alive, k, 0.0)
+        v = xp.where(alive, v, 0.0)
+    shapes = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
+    if p.mask is not None:
+        shapes.append(p.mask.shape[:-2])
+    lead = broadcast_shapes(*shapes)
+    assert lead is not None, "validated shapes must broadcast"
+    return Prepared(q, k, v, allowed_mask, additive, lead)
+
+
+def choose_block_size(lead: tuple[int, ...], L: int, S: int, budget: int = DEFAULT_BLOCK_BUDGET) -> int:
+    """Query rows per block: a power of two in [16, 1024] keeping Bq x S x heads <= budget."""
+    per_row = max(1, prod(lead) * max(S, 1))
+    rows = 1 << max(4, min(10, int(math.log2(max(1, budget // per_row)))))
+    return max(1, min(rows, L))
+
+
+def _rows(x: Any, lo: int, hi: int) -> Any:
+    """Rows [lo, hi) of axis -2, or x itself where that axis is broadcast (size 1)."""
+    return x if x.shape[-2] == 1 else x[..., lo:hi, :]
+
+
+def _cols(x: Any, lo: int, hi: int) -> Any:
+    """Columns [lo, hi) of axis -1, or x itself where that axis is broadcast (size 1)."""
+    return x if x.shape[-1] == 1 else x[..., lo:hi]
+
+
+def attend_block(
+    p: Problem, ops: Prepared, q_lo: int, q_hi: int, stream: int, need_weights: bool
+) -> tuple[Any, Any, Any]:
+    """Attention for query rows [q_lo, q_hi): (out (..., Bq, Ev), weights or None, lse).
+
+    Weights, when asked for, span all S columns (zeros outside the block's key range).
+    """
+    xp = p.xp
+    k_lo, k_hi = key_range(
+        q_lo, q_hi, p.S, q_start=p.q_start, kv_start=p.kv_start, causal=p.causal, window=p.window
+    )
+    rows = q_hi - q_lo
+    if k_hi <= k_lo:  # no key in reach: an empty block
+        out = xp.zeros((*ops.lead, rows, p.Ev), dtype=p.compute_dtype, device=p.device)
+        lse = xp.full((*ops.lead, rows), -math.inf, dtype=p.compute_dtype, device=p.device)
+        weights = None
+        if need_weights:
+            weights = xp.zeros((*ops.lead, rows, p.S), dtype=p.compute_dtype, device=p.device)
+        return out, weights, lse
+    q = ops.query[..., q_lo:q_hi, :]  # (..., Bq, E)
+    k = ops.key[..., k_lo:k_hi, :]  # (..., Sk, E)
+    v = ops.value[..., k_lo:k_hi, :]  # (..., Sk, Ev)
+    scores = q @ xp.matrix_transpose(k)  # (..., Bq, Sk)
+    allowed = allowed_by_position(
+        xp, p.device, q_lo, q_hi, k_lo, k_hi,
+        q_start=p.q_start, kv_start=p.kv_start, causal=p.causal, window=p.window,
+    )  # (Bq, Sk) or None
+    if ops.allowed_mask is not None:
+        user = _cols(_rows(ops.allowed_mask, q_lo, q_hi), k_lo, k_hi)  # (..., Bq|1, Sk|1)
+        allowed = user if allowed is None else allowed & user
+    if ops.additive is not None:
+        scores = scores + _cols(_rows(ops.additive, q_lo, q_hi), k_lo, k_hi)
+    weights, lse = masked_softmax(xp, scores, allowed)  # (..., Bq, Sk), (..., Bq)
+    if p.dropout_p > 0:
+        from . import backends
+
+        keep_prob = 1.0 - p.dropout_p
+        keep = backends.for_namespace(xp).dropout_keep(
+            p.rng, tuple(weights.shape), keep_prob, like=weights, stream=stream
+        )
+        weights = xp.where(keep, weights / keep_prob, 0.0)
+    out = weights @ v  # (..., Bq, Ev)
+    if need_weights and (k_lo > 0 or k_hi < p.S):
+        lead = tuple(weights.shape[:-1])
+        pieces = [xp.zeros((*lead, k_lo), dtype=weights.dtype, device=p.device), weights]
+        pieces.append(xp.zeros((*lead, p.S - k_hi), dtype=weights.dtype, device=p.device))
+        weights = xp.concat(pieces, axis=-1)  # (..., Bq, S)
+    return out, (weights if need_weights else None), lse
+
+
+def blocked_attention(
+    p: Problem, need_weights: bool, block_size: int | None = None
+) -> tuple[Any, Any, Any]:
+    """Attention over all rows, ``block_size`` rows at a time (default from a memory budget).
+
+    Returns (out (..., L, Ev), weights (..., L, S) or None, lse (..., L)) in the compute
+    dtype and in the executor's shapes (GQA axes still split).
+    """
+    xp = p.xp
+    ops = prepare_operands(p)
+    if p.L == 0:
+        out = xp.zeros((*ops.lead, 0, p.Ev), dtype=p.compute_dtype, device=p.device)
+        lse = xp.zeros((*ops.lead, 0), dtype=p.compute_dtype, device=p.device)
+        weights = None
+        if need_weights:
+            weights = xp.zeros((*ops.lead, 0, p.S), dtype=p.compute_dtype, device=p.device)
+        return out, weights, lse
+    rows = block_size or choose_block_size(ops.lead, p.L, p.S)
+    outs, weights, lses = [], [], []
+    for stream, q_lo in enumerate(range(0, p.L, rows)):
+        out, w, lse = attend_block(p, ops, q_lo, min(q_lo + rows, p.L), stream, need_weights)
+        outs.append(out)
+        lses.append(lse)
+        weights.append(w)
+    if len(outs) == 1:
+        return outs[0], weights[0], lses[0]
+    out = xp.concat(outs, axis=-2)  # (..., L, Ev)
+    lse = xp.concat(lses, axis=-1)  # (..., L)
+    if need_weights:
+        weights = xp.concat(weights, axis=-2)  # (..., L, S)
+    return out, (weights if need_weights else None), lse

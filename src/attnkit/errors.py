@@ -1,0 +1,42 @@
+"""Exceptions raised by attnkit.
+
+Every error is raised at the public boundary, before any work, and its message names
+the argument, its shape or dtype, the axis, what was expected and how to fix it. Each
+class subclasses the builtin a caller would expect (``ValueError`` or ``TypeError``),
+so ``except ValueError`` keeps working, and :class:`AttnkitError` catches them all.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AttnkitError",
+    "DTypeError",
+    "DeviceMismatchError",
+    "NamespaceMismatchError",
+    "ParameterError",
+    "ShapeError",
+]
+
+
+class AttnkitError(Exception):
+    """Base class of every exception attnkit raises on bad input."""
+
+
+class ShapeError(AttnkitError, ValueError):
+    """An array has the wrong rank or a size that does not match or broadcast."""
+
+
+class DTypeError(AttnkitError, TypeError):
+    """An array has a dtype attention cannot use (integer, complex, mixed)."""
+
+
+class NamespaceMismatchError(AttnkitError, TypeError):
+    """Arrays from different array libraries (for example NumPy and PyTorch) were mixed."""
+
+
+class DeviceMismatchError(AttnkitError, ValueError):
+    """Arrays live on different devices."""
+
+
+class ParameterError(AttnkitError, ValueError):
+    """A non-array argument has a value outside what is supported."""

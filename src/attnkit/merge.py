@@ -1,0 +1,96 @@
+"""Merging attention computed over disjoint key sets, exactly, by log-sum-exp.
+
+If keys are split into pieces and piece i gives ``out_i`` and ``lse_i`` (rows of
+``softmax`` restricted to that piece, and the log of its normalizer), the attention over
+all keys is::
+
+    lse = log(sum_i exp(lse_i))
+    out = sum_i exp(lse_i - lse) * out_i
+
+The textbook form gives NaN where a row is empty in every piece (-inf - -inf). Here such
+a row gives out 0 and lse -inf, and a piece in which the row is empty contributes
+nothing. Key-blocked, sparse and distributed (ring) attention are built on this.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import array_api_compat as aac
+
+from .errors import DTypeError, NamespaceMismatchError, ShapeError
+
+__all__ = ["merge_partials"]
+
+
+def _validate(outs: Sequence[Any], lses: Sequence[Any]) -> Any:
+    if isinstance(outs, str) or not isinstance(outs, Sequence) or not isinstance(lses, Sequence):
+        raise TypeError(
+            "merge_partials takes two sequences (lists or tuples) of arrays, outs and lses, "
+            f"got {type(outs).__name__} and {type(lses).__name__}."
+        )
+    if len(outs) == 0 or len(outs) != len(lses):
+        raise ShapeError(
+            f"merge_partials needs one lse per output and at least one piece, got {len(outs)} "
+            f"outputs and {len(lses)} lses."
+        )
+    xp = aac.array_namespace(outs[0])
+    first = tuple(outs[0].shape)
+    for i, (out, lse) in enumerate(zip(outs, lses, strict=True)):
+        for name, x in ((f"outs[{i}]", out), (f"lses[{i}]", lse)):
+            if not aac.is_array_api_obj(x) or aac.array_namespace(x) is not xp:
+                raise NamespaceMismatchError(
+                    f"{name} is a {type(x).__module__}.{type(x).__name__} but outs[0] a "
+                    f"{type(outs[0]).__module__}.{type(outs[0]).__name__}; pass arrays of one "
+                    "library."
+                )
+            if not xp.isdtype(x.dtype, "real floating"):
+                raise DTypeError(f"{name} has dtype {x.dtype}; expected a real floating dtype.")
+        if out.ndim < 1 or tuple(out.shape) != first:
+            raise ShapeError(
+                f"outs[{i}] has shape {tuple(out.shape)} but outs[0] has {first}; every piece "
+                "must cover the same query rows (..., L, Ev)."
+            )
+        if tuple(lse.shape) != first[:-1]:
+            raise ShapeError(
+                f"lses[{i}] has shape {tuple(lse.shape)} but its output has shape {first}; "
+                f"each lse must have the output's shape without the last axis, {first[:-1]}."
+            )
+    return xp
+
+
+def merge_partials(outs: Sequence[Any], lses: Sequence[Any]) -> tuple[Any, Any]:
+    """Merge pieces of attention over disjoint key sets: returns (out, lse).
+
+    Args:
+        outs: outputs of each piece, all of shape (..., L, Ev).
+        lses: row log-sum-exp of each piece, all of shape (..., L) (``-inf`` where the row
+            had no key in that piece), as returned by
+            ``scaled_dot_product_attention(..., return_lse=True)``.
+
+    Returns:
+        ``(out, lse)``: out (..., L, Ev) in the outputs' dtype, lse (..., L) in the
+        lses' dtype. Equal to attention over the union of the key sets.
+    """
+    xp = _validate(outs, lses)
+    cd = xp.result_type(outs[0].dtype, lses[0].dtype)  # float32 at least for 16-bit outputs
+    stacked = xp.stack([x if x.dtype == cd else xp.astype(x, cd) for x in lses], axis=0)  # (P, ..., L)
+    top = xp.max(stacked, axis=0)  # (..., L)
+    top = xp.where(top == -math.inf, 0.0, top)
+    scale = xp.exp(stacked - top)  # (P, ..., L), 0 for empty pieces
+    total = xp.sum(scale, axis=0)  # (..., L), 0 where every piece is empty
+    nonempty = total > 0
+    safe_total = xp.where(nonempty, total, 1.0)
+    lse = xp.where(nonempty, top + xp.log(safe_total), -math.inf)  # (..., L)
+    lse = lse if lse.dtype == lses[0].dtype else xp.astype(lse, lses[0].dtype)
+    out = None
+    for i, piece in enumerate(outs):
+        weight = (scale[i, ...] / safe_total)[..., None]  # (..., L, 1)
+        # where, not a product alone: a piece's output on a row it found empty may be NaN
+        # (other frameworks' kernels), and 0 * NaN is NaN.
+        term = xp.where(weight > 0, weight * (piece if piece.dtype == cd else xp.astype(piece, cd)), 0.0)
+        out = term if out is None else out + term
+    out_dtype = outs[0].dtype
+    return (out if out.dtype == out_dtype else xp.astype(out, out_dtype)), lse

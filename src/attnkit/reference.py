@@ -1,0 +1,50 @@
+"""The plain full-matrix formula (``impl="reference"``), kept for reading and checking.
+
+This is the textbook attention with the fixes every real implementation needs: masked
+positions are excluded with ``where`` (so NaN or inf scores there cannot leak), a row
+with nothing to attend gives 0 instead of NaN, and 16-bit inputs are computed in
+float32. It materializes the whole (..., L, S) score matrix: fine for teaching and
+verification, not for long sequences (use the default blocked executor)::
+
+    scores  = (query @ key^T) * scale + additive_mask     # (..., L, S)
+    allowed = causal & window & bool_mask
+    weights = softmax(where(allowed, scores, -inf))       # 0 on empty rows
+    out     = dropout(weights) @ value                    # (..., L, Ev)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._validate import Problem
+from .dense import prepare_operands
+from .positions import allowed_by_position
+from .softmax import masked_softmax
+
+__all__ = ["reference_attention"]
+
+
+def reference_attention(p: Problem) -> tuple[Any, Any, Any]:
+    """(out (..., L, Ev), weights (..., L, S), lse (..., L)) in the compute dtype."""
+    xp = p.xp
+    ops = prepare_operands(p)  # compute dtype, scale folded into the query, dead keys zeroed
+    scores = ops.query @ xp.matrix_transpose(ops.key)  # (..., L, S)
+    if ops.additive is not None:
+        scores = scores + ops.additive
+    allowed = allowed_by_position(
+        xp, p.device, 0, p.L, 0, p.S,
+        q_start=p.q_start, kv_start=p.kv_start, causal=p.causal, window=p.window,
+    )  # (L, S) or None
+    if ops.allowed_mask is not None:
+        allowed = ops.allowed_mask if allowed is None else allowed & ops.allowed_mask
+    weights, lse = masked_softmax(xp, scores, allowed)  # (..., L, S), (..., L)
+    if p.dropout_p > 0:
+        from . import backends
+
+        keep_prob = 1.0 - p.dropout_p
+        keep = backends.for_namespace(xp).dropout_keep(
+            p.rng, tuple(weights.shape), keep_prob, like=weights, stream=0
+        )
+        weights = xp.where(keep, weights / keep_prob, 0.0)
+    out = weights @ ops.value  # (..., L, Ev)
+    return out, weights, lse

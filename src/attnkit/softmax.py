@@ -1,0 +1,37 @@
+"""Softmax over the key axis that stays finite on rows with nothing to attend.
+
+The textbook ``exp(s - max(s)) / sum(exp(s - max(s)))`` gives NaN on a row whose scores
+are all -inf (max = -inf, and -inf - -inf = NaN): pytorch#41508. Here such a row gives
+weights 0 and log-sum-exp -inf, and its gradient is 0, never NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["masked_softmax"]
+
+
+def masked_softmax(xp: Any, scores: Any, allowed: Any) -> tuple[Any, Any]:
+    """Softmax of ``scores`` (..., L, S) over S where ``allowed``; returns (weights, lse).
+
+    ``allowed`` is a bool array broadcastable to ``scores`` or None (all allowed).
+    Masked positions never influence anything, even where their score is NaN or inf::
+
+        s = where(allowed, scores, -inf)
+        weights = exp(s - lse)       # 0 on masked positions and on empty rows
+        lse = log(sum(exp(s)))       # (..., L); -inf on empty rows
+    """
+    if allowed is not None:
+        scores = xp.where(allowed, scores, -math.inf)
+    row_max = xp.max(scores, axis=-1, keepdims=True)  # (..., L, 1)
+    row_max = xp.where(row_max == -math.inf, 0.0, row_max)  # empty rows: any finite value
+    e = xp.exp(scores - row_max)  # (..., L, S), exactly 0 where masked
+    denom = xp.sum(e, axis=-1, keepdims=True)  # (..., L, 1), 0 on empty rows
+    nonempty = denom > 0
+    safe_denom = xp.where(nonempty, denom, 1.0)
+    weights = e / safe_denom
+    # The double where keeps the gradient of lse finite on empty rows (log 0 = -inf).
+    lse = xp.where(nonempty, row_max + xp.log(safe_denom), -math.inf)[..., 0]  # (..., L)
+    return weights, lse
