@@ -87,8 +87,7 @@ def allowed_mask(
         shift = S - L
     else:
         raise ValueError(
-            "causal_alignment must be 'top_left' or 'bottom_right', "
-            f"got {causal_alignment!r}"
+            f"causal_alignment must be 'top_left' or 'bottom_right', got {causal_alignment!r}"
         )
     qpos = q_offset + shift + np.arange(L)[:, None]  # (L, 1)
     kpos = kv_offset + np.arange(S)[None, :]  # (1, S)
@@ -181,8 +180,13 @@ def _prepare(
         scale = 1.0 / math.sqrt(E)
 
     allowed = allowed_mask(
-        L, S, is_causal=is_causal, causal_alignment=causal_alignment,
-        window=window, q_offset=q_offset, kv_offset=kv_offset,
+        L,
+        S,
+        is_causal=is_causal,
+        causal_alignment=causal_alignment,
+        window=window,
+        q_offset=q_offset,
+        kv_offset=kv_offset,
     )  # (L, S)
     bias = np.float64(0.0)
     if attn_mask is not None:
@@ -200,8 +204,12 @@ def _prepare(
         drop = np.asarray(dropout_keep, dtype=bool) * factor
 
     full = np.broadcast_shapes(
-        (*q.shape[:-2], L, S), (*k.shape[:-2], L, S), (*v.shape[:-2], L, S),
-        allowed.shape, bias.shape, drop.shape,
+        (*q.shape[:-2], L, S),
+        (*k.shape[:-2], L, S),
+        (*v.shape[:-2], L, S),
+        allowed.shape,
+        bias.shape,
+        drop.shape,
     )  # (*batch, L, S)
     allowed = np.broadcast_to(allowed, full)
     return _Problem(q, k, v, allowed, bias, drop, float(scale), groups, shapes)
@@ -252,9 +260,18 @@ def attention(
     Returns a :class:`Result` over the broadcast of all leading dims.
     """
     p = _prepare(
-        query, key, value, attn_mask=attn_mask, is_causal=is_causal, scale=scale,
-        enable_gqa=enable_gqa, causal_alignment=causal_alignment, window=window,
-        q_offset=q_offset, kv_offset=kv_offset, dropout_keep=dropout_keep,
+        query,
+        key,
+        value,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        scale=scale,
+        enable_gqa=enable_gqa,
+        causal_alignment=causal_alignment,
+        window=window,
+        q_offset=q_offset,
+        kv_offset=kv_offset,
+        dropout_keep=dropout_keep,
         dropout_p=dropout_p,
     )
     return _forward(p, _identity)[0]
@@ -355,9 +372,7 @@ def round_to(x: Any, dtype_name: str) -> np.ndarray:
         return x.astype(_NUMPY_FLOATS[dtype_name]).astype(np.float64)
 
 
-def attention_lowp(
-    query: Any, key: Any, value: Any, dtype_name: str, **kwargs: Any
-) -> Result:
+def attention_lowp(query: Any, key: Any, value: Any, dtype_name: str, **kwargs: Any) -> Result:
     """The same formula as :func:`attention`, rounded to ``dtype_name`` after
     every step (inputs, mask, scores, scaled scores, max-subtraction, exp, row
     sum, division, lse, dropout, output): a naive low-precision baseline.

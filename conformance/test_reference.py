@@ -41,9 +41,16 @@ def randn(seed: int, *shape: int) -> np.ndarray:
 
 
 def brute_allowed(
-    i: int, j: int, L: int, S: int, *, is_causal: bool = False,
-    causal_alignment: str = "top_left", window: Any = None,
-    q_offset: int = 0, kv_offset: int = 0,
+    i: int,
+    j: int,
+    L: int,
+    S: int,
+    *,
+    is_causal: bool = False,
+    causal_alignment: str = "top_left",
+    window: Any = None,
+    q_offset: int = 0,
+    kv_offset: int = 0,
 ) -> bool:
     """Whether query i may attend to key j, from the position definitions."""
     qpos = q_offset + i + (S - L if causal_alignment == "bottom_right" else 0)
@@ -60,9 +67,16 @@ def brute_allowed(
 
 
 def brute(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, *, mask: np.ndarray | None = None,
-    scale: float | None = None, groups: int = 1, keep: np.ndarray | None = None,
-    dropout_p: float = 0.0, **pos: Any,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    *,
+    mask: np.ndarray | None = None,
+    scale: float | None = None,
+    groups: int = 1,
+    keep: np.ndarray | None = None,
+    dropout_p: float = 0.0,
+    **pos: Any,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """q (B, Hq, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev); mask and keep
     (B, Hq, L, S). Returns out (B, Hq, L, Ev), weights (B, Hq, L, S), lse."""
@@ -127,8 +141,9 @@ def test_no_mask(B: int, H: int, L: int, S: int, E: int, Ev: int) -> None:
 def test_bool_mask_broadcast() -> None:
     q, k, v = qkv(1, 2, 3, 4, 5)
     mask = np.random.default_rng(9).random((2, 1, 4, 5)) < 0.6  # broadcast over heads
-    assert_matches(attention(q, k, v, attn_mask=mask),
-                   brute(q, k, v, mask=np.broadcast_to(mask, (2, 3, 4, 5))))
+    assert_matches(
+        attention(q, k, v, attn_mask=mask), brute(q, k, v, mask=np.broadcast_to(mask, (2, 3, 4, 5)))
+    )
 
 
 def test_additive_mask_with_neg_inf() -> None:
@@ -165,8 +180,7 @@ def test_causal(align: str, L: int, S: int) -> None:
 @pytest.mark.parametrize("is_causal,align", [(False, "top_left"), (True, "bottom_right")])
 def test_window_with_offsets(window: Any, is_causal: bool, align: str) -> None:
     q, k, v = qkv(5, 1, 2, 4, 6)
-    kw = dict(window=window, is_causal=is_causal, causal_alignment=align,
-              q_offset=3, kv_offset=2)
+    kw = dict(window=window, is_causal=is_causal, causal_alignment=align, q_offset=3, kv_offset=2)
     assert_matches(attention(q, k, v, **kw), brute(q, k, v, **kw))
 
 
@@ -195,8 +209,11 @@ def test_rank2_and_broadcast_leading_dims() -> None:
     kb, vb = randn(14, 3, 5, 4), randn(15, 3, 5, 2)
     res = attention(qb, kb, vb)
     assert res.out.shape == (2, 3, 3, 2)
-    full = (np.broadcast_to(qb, (2, 3, 3, 4)), np.broadcast_to(kb, (2, 3, 5, 4)),
-            np.broadcast_to(vb, (2, 3, 5, 2)))
+    full = (
+        np.broadcast_to(qb, (2, 3, 3, 4)),
+        np.broadcast_to(kb, (2, 3, 5, 4)),
+        np.broadcast_to(vb, (2, 3, 5, 2)),
+    )
     assert_matches(res, brute(*full))
 
 
@@ -229,8 +246,11 @@ def test_nonfinite_at_masked_positions_is_ignored() -> None:
         np.testing.assert_allclose(b, a, rtol=RTOL, atol=ATOL)
     assert np.all(np.isfinite(dirty.out)) and np.all(dirty.out[..., 2, :] == 0)
     g = randn(18, *clean.out.shape)
-    for a, b in zip(attention_grad(q, k, v, g, attn_mask=mask),
-                    attention_grad(qd, kd, vd, g, attn_mask=mask), strict=True):
+    for a, b in zip(
+        attention_grad(q, k, v, g, attn_mask=mask),
+        attention_grad(qd, kd, vd, g, attn_mask=mask),
+        strict=True,
+    ):
         assert np.all(np.isfinite(b))
         np.testing.assert_allclose(b, a, rtol=RTOL, atol=ATOL)
 
@@ -244,8 +264,15 @@ def test_merge_of_key_pieces(L: int, S: int, cuts: list[int]) -> None:
     outs, lses = [], []
     for a, b in zip([0, *cuts], [*cuts, S], strict=True):
         # bottom_right over the whole == top_left shifted by S - L, per piece.
-        piece = attention(q, k[..., a:b, :], v[..., a:b, :], attn_mask=mask[:, a:b],
-                          q_offset=S - L, kv_offset=a, **kw)
+        piece = attention(
+            q,
+            k[..., a:b, :],
+            v[..., a:b, :],
+            attn_mask=mask[:, a:b],
+            q_offset=S - L,
+            kv_offset=a,
+            **kw,
+        )
         outs.append(piece.out)
         lses.append(piece.lse)
     out, lse = merge(outs, lses)
@@ -267,8 +294,9 @@ def test_merge_ignores_empty_piece() -> None:
     assert np.all(none == 0) and np.all(none_lse == -np.inf)
 
 
-def finite_difference(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray,
-                      eps: float = 1e-6, **kw: Any) -> list[np.ndarray]:
+def finite_difference(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, eps: float = 1e-6, **kw: Any
+) -> list[np.ndarray]:
     """Central differences of sum(out * g) w.r.t. every element of q, k, v."""
     args, grads = [q.copy(), k.copy(), v.copy()], []
     for x in args:
@@ -303,8 +331,7 @@ def test_grad_vs_finite_differences(case: str) -> None:
         q = randn(24, 2, 4, 3, 3)
         kw.update(enable_gqa=True, is_causal=True, window=(1, None), q_offset=1)
     elif case == "dropout":
-        kw.update(dropout_keep=np.random.default_rng(25).random((2, 2, 3, 4)) < 0.7,
-                  dropout_p=0.3)
+        kw.update(dropout_keep=np.random.default_rng(25).random((2, 2, 3, 4)) < 0.7, dropout_p=0.3)
     g = randn(26, *attention(q, k, v, **kw).out.shape)
     dq, dk, dv = attention_grad(q, k, v, g, **kw)
     assert (dq.shape, dk.shape, dv.shape) == (q.shape, k.shape, v.shape)
@@ -357,8 +384,9 @@ def test_attention_lowp() -> None:
     q, k, v = qkv(28, 2, 2, 6, 7, E=8, Ev=4)
     kw = dict(is_causal=True, causal_alignment="bottom_right")
     exact = attention(q, k, v, **kw)
-    np.testing.assert_allclose(attention_lowp(q, k, v, "float64", **kw).out, exact.out,
-                               rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(
+        attention_lowp(q, k, v, "float64", **kw).out, exact.out, rtol=RTOL, atol=ATOL
+    )
     err = {}
     for name in ("float16", "bfloat16"):
         low = attention_lowp(q, k, v, name, **kw)

@@ -224,13 +224,15 @@ def _check_shapes(
                 f"Query has Hq={q_heads} and key Hkv={kv_heads} heads on axis -3: set "
                 "enable_gqa=True for grouped-query attention, or make them equal"
             )
-        raise ShapeError(f"the leading dims (all axes before -2) do not broadcast: {shapes}. {hint}.")
+        raise ShapeError(
+            f"the leading dims (all axes before -2) do not broadcast: {shapes}. {hint}."
+        )
     return groups, lead
 
 
 def _check_mask(attn_mask: Any, out_lead: tuple[int, ...], L: int, S: int) -> None:
     target = (*out_lead, L, S)
-    if attn_mask.ndim < 2 or broadcast_shapes(tuple(attn_mask.shape), target) != target:
+    if broadcast_shapes(tuple(attn_mask.shape), target) != target:
         raise ShapeError(
             f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to the attention "
             f"shape (..., Hq, L, S) = {target}; each axis must equal the target's or be 1 "
@@ -284,6 +286,8 @@ def prepare(
     S, Ev = key.shape[-2], value.shape[-1]
     if attn_mask is not None:
         _check_mask(attn_mask, out_lead, L, S)
+        if attn_mask.ndim < 2:  # (S,) or a scalar: give it the (L|1, S|1) axes the executors slice
+            attn_mask = xp.reshape(attn_mask, (1,) * (2 - attn_mask.ndim) + tuple(attn_mask.shape))
     if dropout_p > 0:
         if rng is None:
             raise ParameterError(

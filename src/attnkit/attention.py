@@ -133,8 +133,20 @@ def scaled_dot_product_attention(
         before any work, naming the argument, its shape and the fix.
     """
     problem = prepare(
-        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-        causal_alignment, window, q_offset, kv_offset, rng, impl,
+        query,
+        key,
+        value,
+        attn_mask,
+        dropout_p,
+        is_causal,
+        scale,
+        enable_gqa,
+        causal_alignment,
+        window,
+        q_offset,
+        kv_offset,
+        rng,
+        impl,
     )
     if block_size is not None and (
         not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1

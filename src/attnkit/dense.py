@@ -26,7 +26,13 @@ from ._validate import Problem
 from .positions import allowed_by_position, key_range
 from .softmax import masked_softmax
 
-__all__ = ["DEFAULT_BLOCK_BUDGET", "Prepared", "blocked_attention", "choose_block_size", "prepare_operands"]
+__all__ = [
+    "DEFAULT_BLOCK_BUDGET",
+    "Prepared",
+    "blocked_attention",
+    "choose_block_size",
+    "prepare_operands",
+]
 
 #: Score elements one query block may hold (x 4 bytes in float32): 2**23 is 32 MiB, which
 #: keeps the working set of a block in cache-friendly pieces while making each matmul big
@@ -77,7 +83,9 @@ def prepare_operands(p: Problem) -> Prepared:
     return Prepared(q, k, v, allowed_mask, additive, lead)
 
 
-def choose_block_size(lead: tuple[int, ...], L: int, S: int, budget: int = DEFAULT_BLOCK_BUDGET) -> int:
+def choose_block_size(
+    lead: tuple[int, ...], L: int, S: int, budget: int = DEFAULT_BLOCK_BUDGET
+) -> int:
     """Query rows per block: a power of two in [16, 1024] keeping Bq x S x heads <= budget."""
     per_row = max(1, prod(lead) * max(S, 1))
     rows = 1 << max(4, min(10, int(math.log2(max(1, budget // per_row)))))
@@ -118,8 +126,16 @@ def attend_block(
     v = ops.value[..., k_lo:k_hi, :]  # (..., Sk, Ev)
     scores = q @ xp.matrix_transpose(k)  # (..., Bq, Sk)
     allowed = allowed_by_position(
-        xp, p.device, q_lo, q_hi, k_lo, k_hi,
-        q_start=p.q_start, kv_start=p.kv_start, causal=p.causal, window=p.window,
+        xp,
+        p.device,
+        q_lo,
+        q_hi,
+        k_lo,
+        k_hi,
+        q_start=p.q_start,
+        kv_start=p.kv_start,
+        causal=p.causal,
+        window=p.window,
     )  # (Bq, Sk) or None
     if ops.allowed_mask is not None:
         user = _cols(_rows(ops.allowed_mask, q_lo, q_hi), k_lo, k_hi)  # (..., Bq|1, Sk|1)

@@ -76,7 +76,9 @@ def merge_partials(outs: Sequence[Any], lses: Sequence[Any]) -> tuple[Any, Any]:
     """
     xp = _validate(outs, lses)
     cd = xp.result_type(outs[0].dtype, lses[0].dtype)  # float32 at least for 16-bit outputs
-    stacked = xp.stack([x if x.dtype == cd else xp.astype(x, cd) for x in lses], axis=0)  # (P, ..., L)
+    stacked = xp.stack(
+        [x if x.dtype == cd else xp.astype(x, cd) for x in lses], axis=0
+    )  # (P, ..., L)
     top = xp.max(stacked, axis=0)  # (..., L)
     top = xp.where(top == -math.inf, 0.0, top)
     scale = xp.exp(stacked - top)  # (P, ..., L), 0 for empty pieces
@@ -90,7 +92,9 @@ def merge_partials(outs: Sequence[Any], lses: Sequence[Any]) -> tuple[Any, Any]:
         weight = (scale[i, ...] / safe_total)[..., None]  # (..., L, 1)
         # where, not a product alone: a piece's output on a row it found empty may be NaN
         # (other frameworks' kernels), and 0 * NaN is NaN.
-        term = xp.where(weight > 0, weight * (piece if piece.dtype == cd else xp.astype(piece, cd)), 0.0)
+        term = xp.where(
+            weight > 0, weight * (piece if piece.dtype == cd else xp.astype(piece, cd)), 0.0
+        )
         out = term if out is None else out + term
     out_dtype = outs[0].dtype
     return (out if out.dtype == out_dtype else xp.astype(out, out_dtype)), lse

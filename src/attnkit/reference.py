@@ -32,8 +32,16 @@ def reference_attention(p: Problem) -> tuple[Any, Any, Any]:
     if ops.additive is not None:
         scores = scores + ops.additive
     allowed = allowed_by_position(
-        xp, p.device, 0, p.L, 0, p.S,
-        q_start=p.q_start, kv_start=p.kv_start, causal=p.causal, window=p.window,
+        xp,
+        p.device,
+        0,
+        p.L,
+        0,
+        p.S,
+        q_start=p.q_start,
+        kv_start=p.kv_start,
+        causal=p.causal,
+        window=p.window,
     )  # (L, S) or None
     if ops.allowed_mask is not None:
         allowed = ops.allowed_mask if allowed is None else allowed & ops.allowed_mask
