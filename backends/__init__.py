@@ -6,9 +6,9 @@ inputs' namespace. Each adapter is a small module, ``attnkit.backends.<name>``, 
 imports its framework lazily and exposes the same functions:
 
 ``NAME``                          the backend's name.
-``check_rng(rng)``                raise ``TypeError`` unless ``rng`` is this backend's
-                                  generator (NumPy ``Generator``, ``torch.Generator``,
-                                  JAX PRNG key).
+``check_rng(rng, like)``          raise ``attnkit.ArgumentTypeError`` unless ``rng`` is
+                                  this backend's generator (NumPy ``Generator``,
+                                  ``torch.Generator`` on ``like``'s device, JAX PRNG key).
 ``dropout_keep(rng, shape, keep_prob, *, like, stream)``
                                   a bool array of ``shape`` on ``like``'s device, each
                                   element True with probability ``keep_prob``. ``stream``

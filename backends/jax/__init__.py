@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from attnkit._shapes import type_name as _kind
+from attnkit.errors import ArgumentTypeError
+
 __all__ = [
     "NAME",
     "available",
@@ -39,11 +42,12 @@ def _is_key(rng: Any) -> bool:
     return rng.dtype == jnp.uint32 and rng.shape == (2,)
 
 
-def check_rng(rng: Any) -> None:
+def check_rng(rng: Any, like: Any = None) -> None:
+    """Raise unless ``rng`` is a generator this backend can draw from for ``like``."""
     if not _is_key(rng):
         shape = getattr(rng, "shape", None)
-        raise TypeError(
-            f"rng must be a single JAX PRNG key for JAX arrays, got {type(rng).__name__}"
+        raise ArgumentTypeError(
+            f"rng must be a single JAX PRNG key for JAX arrays, got {_kind(rng)}"
             f"{'' if shape is None else f' of shape {tuple(shape)}'}; create one with "
             "jax.random.key(seed) (split it yourself between calls: JAX keys are not stateful)."
         )

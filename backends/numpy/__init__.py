@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from attnkit._shapes import type_name as _kind
+from attnkit.errors import ArgumentTypeError
+
 __all__ = [
     "NAME",
     "available",
@@ -28,12 +31,13 @@ def available() -> bool:
     return True
 
 
-def check_rng(rng: Any) -> None:
+def check_rng(rng: Any, like: Any = None) -> None:
+    """Raise unless ``rng`` is a generator this backend can draw from for ``like``."""
     import numpy as np
 
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            f"rng must be a numpy.random.Generator for NumPy arrays, got {type(rng).__name__}; "
+        raise ArgumentTypeError(
+            f"rng must be a numpy.random.Generator for NumPy arrays, got {_kind(rng)}; "
             "create one with numpy.random.default_rng(seed)."
         )
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from attnkit._shapes import type_name as _kind
+from attnkit.errors import ArgumentTypeError
+
 __all__ = [
     "NAME",
     "available",
@@ -28,24 +31,27 @@ def available() -> bool:
     return True
 
 
-def check_rng(rng: Any) -> None:
+def check_rng(rng: Any, like: Any = None) -> None:
+    """Raise unless ``rng`` is a generator this backend can draw from for ``like``."""
     import torch
 
     if not isinstance(rng, torch.Generator):
-        raise TypeError(
-            f"rng must be a torch.Generator for PyTorch tensors, got {type(rng).__name__}; "
+        raise ArgumentTypeError(
+            f"rng must be a torch.Generator for PyTorch tensors, got {_kind(rng)}; "
             "create one with torch.Generator(device=query.device).manual_seed(seed)."
+        )
+    if like is not None and rng.device.type != like.device.type:
+        from attnkit.errors import DeviceMismatchError
+
+        raise DeviceMismatchError(
+            f"rng is a torch.Generator on {rng.device} but the inputs are on {like.device}; "
+            f"create it with torch.Generator(device={str(like.device)!r}).manual_seed(seed)."
         )
 
 
 def dropout_keep(rng: Any, shape: tuple[int, ...], keep_prob: float, *, like: Any, stream: int):
     import torch
 
-    if rng.device.type != like.device.type:
-        raise ValueError(
-            f"rng is a torch.Generator on {rng.device} but the inputs are on {like.device}; "
-            f"create it with torch.Generator(device={str(like.device)!r})."
-        )
     return torch.rand(shape, generator=rng, device=like.device, dtype=torch.float32) < keep_prob
 
 

@@ -21,6 +21,7 @@ from .attention import (
     scaled_dot_product_attention,
 )
 from .errors import (
+    ArgumentTypeError,
     AttnkitError,
     DeviceMismatchError,
     DTypeError,
@@ -33,6 +34,7 @@ from .merge import merge_partials
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArgumentTypeError",
     "AttentionWithLSE",
     "AttentionWithWeights",
     "AttentionWithWeightsAndLSE",

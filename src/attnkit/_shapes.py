@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["broadcast_shapes", "describe", "prod"]
+__all__ = ["broadcast_shapes", "describe", "prod", "type_name"]
 
 
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -33,3 +33,8 @@ def describe(x: Any) -> str:
     """``float32 (2, 8, 4, 64)``: the dtype and shape of an array, for messages."""
     dtype = str(getattr(x, "dtype", type(x).__name__)).replace("torch.", "")
     return f"{dtype} {tuple(x.shape)}"
+
+
+def type_name(obj: Any) -> str:
+    """``torch.Generator``, ``numpy.ndarray``: an object's type with its module, for messages."""
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"

@@ -9,6 +9,7 @@ or dtype, the axis, what was expected and how to fix it.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ import array_api_compat as aac
 
 from ._shapes import broadcast_shapes, describe
 from .errors import (
+    ArgumentTypeError,
     DeviceMismatchError,
     DTypeError,
     NamespaceMismatchError,
@@ -64,7 +66,7 @@ class Problem:
 
 def _namespace(name: str, x: Any) -> Any:
     if not aac.is_array_api_obj(x):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{name} must be an array (NumPy, PyTorch, JAX or any array-API array), "
             f"got {type(x).__name__}; convert it first, e.g. numpy.asarray({name})."
         )
@@ -74,28 +76,36 @@ def _namespace(name: str, x: Any) -> Any:
 def _check_window(window: Any) -> tuple[int | None, int | None] | None:
     if window is None:
         return None
-    sides = (window, window) if isinstance(window, int) and not isinstance(window, bool) else window
+    sides = (window, window) if _is_int(window) else window
     if not (isinstance(sides, tuple | list) and len(sides) == 2):
         raise ParameterError(
             f"window must be None, an int W (meaning (W, W)) or a pair (left, right), got "
             f"{window!r}; query i then sees keys i-left .. i+right."
         )
     for side_name, side in zip(("left", "right"), sides, strict=True):
-        if side is not None and (not isinstance(side, int) or isinstance(side, bool) or side < 0):
+        if side is not None and (not _is_int(side) or side < 0):
             raise ParameterError(
                 f"window {side_name} side must be a non-negative int or None (unbounded), got "
                 f"{side!r} in window={window!r}; for FlashAttention's -1 pass None."
             )
-    return (sides[0], sides[1])
+    return tuple(None if side is None else int(side) for side in sides)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _check_int(name: str, value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
+    if not _is_int(value):
         raise ParameterError(
             f"{name} must be a Python int (an absolute position), got {type(value).__name__} "
             f"{value!r}; positions are static, pass int({name})."
         )
-    return value
+    return int(value)
 
 
 def _check_scalars(
@@ -111,18 +121,12 @@ def _check_scalars(
         )
     if not isinstance(is_causal, bool):
         raise ParameterError(f"is_causal must be True or False, got {is_causal!r}.")
-    if (
-        isinstance(dropout_p, bool)
-        or not isinstance(dropout_p, int | float)
-        or not 0.0 <= dropout_p < 1.0
-    ):
+    if not _is_real(dropout_p) or not 0.0 <= dropout_p < 1.0:
         raise ParameterError(
             f"dropout_p must be a float in [0, 1), got {dropout_p!r}; use 0.0 to disable "
             "dropout (for example at evaluation time)."
         )
-    if scale is not None and (
-        isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale)
-    ):
+    if scale is not None and (not _is_real(scale) or not math.isfinite(scale)):
         raise ParameterError(
             f"scale must be None (1/sqrt(E)) or a finite real number, got {scale!r}."
         )
@@ -170,7 +174,8 @@ def _check_arrays(query: Any, key: Any, value: Any, attn_mask: Any) -> tuple[Any
     device = aac.device(query)
     for name, x in named[1:]:
         other = aac.device(x)
-        if other != device:
+        # JAX tracers (under jit or grad) report no device: nothing to compare there.
+        if other != device and other is not None and device is not None:
             raise DeviceMismatchError(
                 f"{name} is on device {other} but query is on {device}; move {name} to "
                 f"query's device (e.g. {name}.to_device(query.device) or {name}.to(device))."
@@ -297,7 +302,7 @@ def prepare(
             )
         from . import backends
 
-        backends.for_namespace(xp).check_rng(rng)
+        backends.for_namespace(xp).check_rng(rng, like=query)
     if groups > 1:
         query, key, value, attn_mask = _reshape_for_gqa(xp, query, key, value, attn_mask, groups)
     dtype = query.dtype

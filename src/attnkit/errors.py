@@ -9,6 +9,7 @@ so ``except ValueError`` keeps working, and :class:`AttnkitError` catches them a
 from __future__ import annotations
 
 __all__ = [
+    "ArgumentTypeError",
     "AttnkitError",
     "DTypeError",
     "DeviceMismatchError",
@@ -40,3 +41,7 @@ class DeviceMismatchError(AttnkitError, ValueError):
 
 class ParameterError(AttnkitError, ValueError):
     """A non-array argument has a value outside what is supported."""
+
+
+class ArgumentTypeError(AttnkitError, TypeError):
+    """An argument has the wrong kind of object (not an array, another library's rng)."""

@@ -20,43 +20,55 @@ from typing import Any
 
 import array_api_compat as aac
 
-from .errors import DTypeError, NamespaceMismatchError, ShapeError
+from ._shapes import type_name
+from .errors import ArgumentTypeError, DTypeError, NamespaceMismatchError, ShapeError
 
 __all__ = ["merge_partials"]
 
 
 def _validate(outs: Sequence[Any], lses: Sequence[Any]) -> Any:
     if isinstance(outs, str) or not isinstance(outs, Sequence) or not isinstance(lses, Sequence):
-        raise TypeError(
+        raise ArgumentTypeError(
             "merge_partials takes two sequences (lists or tuples) of arrays, outs and lses, "
-            f"got {type(outs).__name__} and {type(lses).__name__}."
+            f"got {type_name(outs)} and {type_name(lses)}; wrap single arrays in a list."
         )
     if len(outs) == 0 or len(outs) != len(lses):
         raise ShapeError(
             f"merge_partials needs one lse per output and at least one piece, got {len(outs)} "
             f"outputs and {len(lses)} lses."
         )
-    xp = aac.array_namespace(outs[0])
-    first = tuple(outs[0].shape)
+    xp = None
     for i, (out, lse) in enumerate(zip(outs, lses, strict=True)):
         for name, x in ((f"outs[{i}]", out), (f"lses[{i}]", lse)):
-            if not aac.is_array_api_obj(x) or aac.array_namespace(x) is not xp:
+            if not aac.is_array_api_obj(x):
+                raise ArgumentTypeError(
+                    f"{name} must be an array, got {type_name(x)}; convert it first, e.g. "
+                    "with the array library's asarray."
+                )
+            if xp is None:
+                xp = aac.array_namespace(x)
+            elif aac.array_namespace(x) is not xp:
                 raise NamespaceMismatchError(
-                    f"{name} is a {type(x).__module__}.{type(x).__name__} but outs[0] a "
-                    f"{type(outs[0]).__module__}.{type(outs[0]).__name__}; pass arrays of one "
-                    "library."
+                    f"{name} is a {type_name(x)} but outs[0] a {type_name(outs[0])}; pass arrays "
+                    "of one library."
                 )
             if not xp.isdtype(x.dtype, "real floating"):
                 raise DTypeError(f"{name} has dtype {x.dtype}; expected a real floating dtype.")
-        if out.ndim < 1 or tuple(out.shape) != first:
+        if out.ndim < 1:
             raise ShapeError(
-                f"outs[{i}] has shape {tuple(out.shape)} but outs[0] has {first}; every piece "
-                "must cover the same query rows (..., L, Ev)."
+                f"outs[{i}] has shape {tuple(out.shape)}; each output needs at least a feature "
+                "axis (..., L, Ev)."
             )
-        if tuple(lse.shape) != first[:-1]:
+        if tuple(out.shape) != tuple(outs[0].shape):
             raise ShapeError(
-                f"lses[{i}] has shape {tuple(lse.shape)} but its output has shape {first}; "
-                f"each lse must have the output's shape without the last axis, {first[:-1]}."
+                f"outs[{i}] has shape {tuple(out.shape)} but outs[0] has "
+                f"{tuple(outs[0].shape)}; every piece must cover the same query rows (..., L, Ev)."
+            )
+        if tuple(lse.shape) != tuple(out.shape)[:-1]:
+            raise ShapeError(
+                f"lses[{i}] has shape {tuple(lse.shape)} but its output has shape "
+                f"{tuple(out.shape)}; each lse must have the output's shape without the last "
+                f"axis, {tuple(out.shape)[:-1]}."
             )
     return xp
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from array_api_compat import device as _device
+
 __all__ = ["masked_softmax"]
 
 
@@ -25,6 +27,9 @@ def masked_softmax(xp: Any, scores: Any, allowed: Any) -> tuple[Any, Any]:
     """
     if allowed is not None:
         scores = xp.where(allowed, scores, -math.inf)
+    if scores.shape[-1] == 0:  # S = 0: every row is empty (max has no identity)
+        lse = xp.full(scores.shape[:-1], -math.inf, dtype=scores.dtype, device=_device(scores))
+        return scores, lse
     row_max = xp.max(scores, axis=-1, keepdims=True)  # (..., L, 1)
     row_max = xp.where(row_max == -math.inf, 0.0, row_max)  # empty rows: any finite value
     e = xp.exp(scores - row_max)  # (..., L, S), exactly 0 where masked

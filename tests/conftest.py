@@ -1,0 +1,13 @@
+"""Shared pytest configuration for attnkit's unit tests."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "install: builds and installs the package into a temporary directory "
+        "(slower, about a few seconds; deselect with -m 'not install')",
+    )
