@@ -1,0 +1,86 @@
+"""nox sessions: the conformance matrix once per backend, unit tests, lint, demo.
+
+``pip install nox && nox`` runs them all. Run one with ``nox -s conformance-torch``.
+PyTorch is asked for as exactly ``torch==2.13.0`` (the release the matrix is pinned to);
+the package itself does not pin it.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = [
+    "lint",
+    "tests",
+    "conformance-numpy",
+    "conformance-strict",
+    "conformance-torch",
+    "conformance-jax",
+    "demo",
+]
+nox.options.error_on_missing_interpreters = True
+
+TORCH = "torch==2.13.0"
+TEST_DEPS = ("pytest>=8",)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff: lint and formatting."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Unit tests of the package's own pieces, with every backend installed."""
+    session.install(TORCH, "jax", "array-api-strict", *TEST_DEPS)
+    session.install("-e", ".")
+    session.run("pytest", "tests", "-q", *session.posargs)
+
+
+def _conformance(session: nox.Session, backend: str, *extra: str) -> None:
+    session.run("pytest", "conformance", "-q", f"--backend={backend}", *extra, *session.posargs)
+
+
+@nox.session(name="conformance-numpy")
+def conformance_numpy(session: nox.Session) -> None:
+    """The matrix on NumPy, then again with read-only inputs."""
+    session.install(*TEST_DEPS)
+    session.install(".")
+    _conformance(session, "numpy")
+    _conformance(session, "numpy", "--readonly")
+
+
+@nox.session(name="conformance-strict")
+def conformance_strict(session: nox.Session) -> None:
+    """The matrix on array-api-strict, inputs on its second device."""
+    session.install("array-api-strict", *TEST_DEPS)
+    session.install(".")
+    _conformance(session, "strict")
+
+
+@nox.session(name="conformance-torch")
+def conformance_torch(session: nox.Session) -> None:
+    """The matrix on PyTorch, with gradients and torch SDPA comparisons."""
+    session.install(TORCH, *TEST_DEPS)
+    session.install(".")
+    _conformance(session, "torch")
+
+
+@nox.session(name="conformance-jax")
+def conformance_jax(session: nox.Session) -> None:
+    """The matrix on JAX, eagerly and under jax.jit, with jax.nn comparisons."""
+    session.install("jax", *TEST_DEPS)
+    session.install(".")
+    _conformance(session, "jax")
+    _conformance(session, "jax", "--jit")
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The README's first command: attnkit demo on every installed backend."""
+    session.install(TORCH, "jax", "array-api-strict")
+    session.install(".")
+    session.run("attnkit", "demo")

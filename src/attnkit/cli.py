@@ -1,0 +1,91 @@
+"""The ``attnkit`` command line: ``attnkit demo`` (more commands arrive with their issues)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from . import __version__, backends
+
+__all__ = ["main"]
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain aligned text table (no dependency needed)."""
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    rule = "  ".join("-" * w for w in widths)
+    body = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join([line, rule, *body])
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    names = tuple(args.backend) if args.backend else backends.NAMES
+    rows, missing, trace = run_demo(names, dtype=args.dtype, repeats=args.repeats)
+    print(f"attnkit {__version__}: the same code on every installed backend ({args.dtype})\n")
+    print("Multi-head shape walk-through (d_model 512, 8 heads):")
+    print("\n".join(f"  {step}" for step in trace))
+    print()
+    table_rows = [
+        (r.backend, r.example, str(r.shape), f"{r.max_error:.2e}", f"{r.milliseconds:.2f}")
+        for r in rows
+    ]
+    headers = ("backend", "example", "output shape", "max error vs float64", "time (ms)")
+    print(_table(headers, table_rows))
+    if missing:
+        print("\nNot installed (install to include them):")
+        print("\n".join(f"  {m}" for m in missing))
+    if not rows:
+        print("\nerror: no backend could run the demo.", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="attnkit",
+        description="Scaled dot-product attention written once for NumPy, PyTorch and JAX.",
+    )
+    parser.add_argument("--version", action="version", version=f"attnkit {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    demo = commands.add_parser(
+        "demo",
+        help="run the worked example on every installed backend",
+        description="Run the worked example (batch 4, length 10, d_k 64, d_v 128) and the "
+        "multi-head walk-through on every installed backend and compare with float64.",
+    )
+    demo.add_argument(
+        "--backend",
+        action="append",
+        choices=backends.NAMES,
+        help="run only this backend (repeatable; default: all installed)",
+    )
+    demo.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    demo.add_argument("--repeats", type=_positive_int, default=5, help="timed runs (median)")
+    demo.set_defaults(run=_demo)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
