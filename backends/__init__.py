@@ -21,6 +21,9 @@ imports its framework lazily and exposes the same functions:
 ``make_rng(seed)``                a fresh generator for ``seed``.
 ``synchronize(x)``                wait until ``x`` is computed (for timing).
 ``install_hint``                  the pip command that installs the framework.
+
+Optionally, ``fused_attention(problem)``: the framework's own kernel for the cases where
+its semantics equal attnkit's exactly, returning None elsewhere (``impl="auto"``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 
 import array_api_compat as _aac
 
-__all__ = ["NAMES", "for_namespace", "load"]
+__all__ = ["NAMES", "for_namespace", "load", "name_of", "name_or_none"]
 
 #: Every backend attnkit ships an adapter for, in the order tables list them.
 NAMES: tuple[str, ...] = ("numpy", "torch", "jax", "strict")
@@ -64,6 +67,14 @@ def name_of(xp: Any) -> str:
         f"attnkit has no backend adapter for the array namespace {getattr(xp, '__name__', xp)!r}; "
         f"supported: {', '.join(NAMES)}. Everything except dropout still works on it."
     )
+
+
+def name_or_none(xp: Any) -> str | None:
+    """The backend name of an array namespace, or None when attnkit has no adapter for it."""
+    try:
+        return name_of(xp)
+    except TypeError:
+        return None
 
 
 def for_namespace(xp: Any) -> ModuleType:

@@ -13,6 +13,7 @@ __all__ = [
     "check_rng",
     "dropout_keep",
     "from_numpy",
+    "fused_attention",
     "install_hint",
     "make_rng",
     "synchronize",
@@ -82,3 +83,14 @@ def synchronize(x: Any) -> None:
 
     if isinstance(x, torch.Tensor) and x.is_cuda:
         torch.cuda.synchronize(x.device)
+
+
+def fused_attention(problem: Any) -> Any:
+    """``F.scaled_dot_product_attention`` where it equals attnkit exactly, else None."""
+    import torch
+
+    if tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 5):
+        return None  # older releases give NaN on fully masked rows and lack enable_gqa
+    from .fused import fused_attention as fused
+
+    return fused(problem)

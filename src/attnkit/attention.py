@@ -154,6 +154,10 @@ def scaled_dot_product_attention(
         from .errors import ParameterError
 
         raise ParameterError(f"block_size must be a positive int or None, got {block_size!r}.")
+    if impl == "auto" and not (return_weights or return_lse):
+        fused = _fused(problem)
+        if fused is not None:
+            return fused
     if impl == "reference":
         out, weights, lse = reference_attention(problem)
     else:
@@ -169,6 +173,17 @@ def scaled_dot_product_attention(
     if not return_weights:
         return AttentionWithLSE(out, lse)
     return AttentionWithWeightsAndLSE(out, weights, lse)
+
+
+def _fused(p: Problem) -> Any:
+    """A backend's fused kernel where its semantics match exactly, else None."""
+    from . import backends
+
+    name = backends.name_or_none(p.xp)
+    if name is None:
+        return None
+    fused = getattr(backends.load(name), "fused_attention", None)
+    return None if fused is None else fused(p)
 
 
 def _finish(p: Problem, x: Any, last: int) -> Any:

@@ -10,9 +10,11 @@ For one block of rows this computes, in the compute dtype (float32 for 16-bit in
 
     scores  = (q * scale) @ k^T                      # (..., Bq, Sk)
     allowed = causal & window & attn_mask            # (..., Bq, Sk)
-    weights, lse = masked_softmax(scores + additive_mask, allowed)
-    weights = dropout(weights)                       # the weights applied are returned
-    out     = weights @ v                            # (..., Bq, Ev)
+    e, denom, lse = softmax_parts(scores + additive_mask, allowed)   # e = exp(s - max)
+    out     = (e @ v) / denom                        # (..., Bq, Ev)
+
+and, when weights or dropout are asked for, ``weights = dropout(e / denom)`` (the weights
+applied are the ones returned) and ``out = weights @ v``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 from ._shapes import broadcast_shapes, prod
 from ._validate import Problem
 from .positions import allowed_by_position, key_range
-from .softmax import masked_softmax
+from .softmax import softmax_parts
 
 __all__ = [
     "DEFAULT_BLOCK_BUDGET",
@@ -142,7 +144,12 @@ def attend_block(
         allowed = user if allowed is None else allowed & user
     if ops.additive is not None:
         scores = scores + _cols(_rows(ops.additive, q_lo, q_hi), k_lo, k_hi)
-    weights, lse = masked_softmax(xp, scores, allowed)  # (..., Bq, Sk), (..., Bq)
+    maskable = allowed is not None or ops.additive is not None
+    e, denom, lse = softmax_parts(xp, scores, allowed, maskable)  # (..., Bq, Sk), (..., Bq, 1)
+    if not (need_weights or p.dropout_p > 0):
+        out = (e @ v) / denom  # (..., Bq, Ev): normalizing after the product is cheaper
+        return out, None, lse
+    weights = e / denom
     if p.dropout_p > 0:
         from . import backends
 

@@ -12,7 +12,41 @@ from typing import Any
 
 from array_api_compat import device as _device
 
-__all__ = ["masked_softmax"]
+__all__ = ["masked_softmax", "softmax_parts"]
+
+
+def softmax_parts(
+    xp: Any, scores: Any, allowed: Any, maskable: bool = True
+) -> tuple[Any, Any, Any]:
+    """The unnormalized softmax of ``scores`` (..., L, S): returns (e, denom, lse).
+
+    ``weights = e / denom``; ``denom`` (..., L, 1) is 1 on rows with nothing to attend
+    (where ``e`` is all 0), so the division never makes NaN. Dividing the (..., L, Ev)
+    product ``e @ v`` by ``denom`` instead of the (..., L, S) ``e`` saves a pass over
+    the scores. ``maskable=False`` promises that no score is -inf (no mask at all), which
+    skips the guards for empty rows.
+    """
+    if allowed is not None:
+        scores = xp.where(allowed, scores, -math.inf)
+    if scores.shape[-1] == 0:  # S = 0: every row is empty (max has no identity)
+        lse = xp.full(scores.shape[:-1], -math.inf, dtype=scores.dtype, device=_device(scores))
+        return (
+            scores,
+            xp.ones((*scores.shape[:-1], 1), dtype=scores.dtype, device=_device(scores)),
+            lse,
+        )
+    row_max = xp.max(scores, axis=-1, keepdims=True)  # (..., L, 1)
+    if maskable:
+        row_max = xp.where(row_max == -math.inf, 0.0, row_max)  # empty rows: any finite value
+    e = xp.exp(scores - row_max)  # (..., L, S), exactly 0 where masked
+    denom = xp.sum(e, axis=-1, keepdims=True)  # (..., L, 1), 0 on empty rows
+    if not maskable:
+        return e, denom, (row_max + xp.log(denom))[..., 0]
+    nonempty = denom > 0
+    safe_denom = xp.where(nonempty, denom, 1.0)
+    # The double where keeps the gradient of lse finite on empty rows (log 0 = -inf).
+    lse = xp.where(nonempty, row_max + xp.log(safe_denom), -math.inf)[..., 0]  # (..., L)
+    return e, safe_denom, lse
 
 
 def masked_softmax(xp: Any, scores: Any, allowed: Any) -> tuple[Any, Any]:
@@ -25,18 +59,5 @@ def masked_softmax(xp: Any, scores: Any, allowed: Any) -> tuple[Any, Any]:
         weights = exp(s - lse)       # 0 on masked positions and on empty rows
         lse = log(sum(exp(s)))       # (..., L); -inf on empty rows
     """
-    if allowed is not None:
-        scores = xp.where(allowed, scores, -math.inf)
-    if scores.shape[-1] == 0:  # S = 0: every row is empty (max has no identity)
-        lse = xp.full(scores.shape[:-1], -math.inf, dtype=scores.dtype, device=_device(scores))
-        return scores, lse
-    row_max = xp.max(scores, axis=-1, keepdims=True)  # (..., L, 1)
-    row_max = xp.where(row_max == -math.inf, 0.0, row_max)  # empty rows: any finite value
-    e = xp.exp(scores - row_max)  # (..., L, S), exactly 0 where masked
-    denom = xp.sum(e, axis=-1, keepdims=True)  # (..., L, 1), 0 on empty rows
-    nonempty = denom > 0
-    safe_denom = xp.where(nonempty, denom, 1.0)
-    weights = e / safe_denom
-    # The double where keeps the gradient of lse finite on empty rows (log 0 = -inf).
-    lse = xp.where(nonempty, row_max + xp.log(safe_denom), -math.inf)[..., 0]  # (..., L)
-    return weights, lse
+    e, denom, lse = softmax_parts(xp, scores, allowed)
+    return e / denom, lse

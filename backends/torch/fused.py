@@ -1,0 +1,44 @@
+"""PyTorch's fused ``F.scaled_dot_product_attention`` as attnkit's ``impl="auto"`` path.
+
+Used only where its semantics equal attnkit's exactly (the conformance matrix runs
+``impl="auto"`` on every case to prove it): no dropout (SDPA draws from the global
+generator, attnkit from an explicit one), no weights or lse requested, no window, causal
+only when the diagonal sits at position 0 of both (top-left with equal offsets) and
+without a mask, no zero-length axis. Fully masked rows give 0 in both (torch >= 2.5).
+Keys that no query may attend are zeroed first, as the generic path does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["fused_attention"]
+
+
+def fused_attention(p: Any) -> Any:
+    """The output (..., Hq, L, Ev) in the inputs' dtype, or None where SDPA does not apply."""
+    import torch
+    import torch.nn.functional as F
+
+    if p.dropout_p > 0 or p.window is not None or p.L == 0 or p.S == 0:
+        return None
+    if p.causal and (p.mask is not None or p.q_start != p.kv_start):
+        return None
+    q, k, v, mask = p.query, p.key, p.value, p.mask
+    if p.gqa_groups > 1:  # back from (..., Hkv, G, L, E) to (..., Hq, L, E); SDPA groups itself
+        q = q.reshape(*q.shape[:-4], q.shape[-4] * q.shape[-3], *q.shape[-2:])
+        k, v = k.squeeze(-3), v.squeeze(-3)
+        if mask is not None:
+            mask = mask.reshape(*mask.shape[:-4], mask.shape[-4] * mask.shape[-3], *mask.shape[-2:])
+    if mask is not None:
+        allowed = mask if mask.dtype == torch.bool else mask != -torch.inf
+        alive = allowed.any(dim=-2, keepdim=True).transpose(-1, -2)  # (..., S|1, 1)
+        k, v = torch.where(alive, k, 0.0), torch.where(alive, v, 0.0)
+        if mask.dtype != torch.bool and mask.dtype != q.dtype:
+            mask = mask.to(q.dtype)
+    batch = -3 if p.gqa_groups > 1 else -2  # with GQA the head axes differ by design
+    if k.shape[:-2] != v.shape[:-2] or q.shape[:batch] != k.shape[:batch]:
+        return None  # leave broadcasting leading dims to the generic path
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, is_causal=p.causal, scale=p.scale, enable_gqa=p.gqa_groups > 1
+    )

@@ -1,0 +1,88 @@
+"""impl="auto" on PyTorch: which calls go to F.scaled_dot_product_attention, which do not.
+
+Correctness of the fused path is the conformance matrix's job (it runs impl="auto" on
+every case); this checks the dispatch itself, so a silent fallback cannot hide.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import attnkit as ak
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def sdpa_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    calls: list[dict] = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    return calls
+
+
+def _qkv(q_shape, kv_shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return tuple(torch.from_numpy(rng.standard_normal(s)) for s in (q_shape, kv_shape, kv_shape))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"is_causal": True},
+        {"scale": 0.3},
+        {"is_causal": True, "causal_alignment": "bottom_right"},  # L == S: same diagonal
+    ],
+)
+def test_fused_when_semantics_match(sdpa_calls: list, kwargs: dict) -> None:
+    q, k, v = _qkv((2, 4, 6, 8), (2, 4, 6, 8))
+    out = ak.scaled_dot_product_attention(q, k, v, **kwargs)
+    generic = ak.scaled_dot_product_attention(q, k, v, impl="generic", **kwargs)
+    assert len(sdpa_calls) == 1
+    torch.testing.assert_close(out, generic, rtol=1e-12, atol=1e-12)
+
+
+def test_fused_with_mask_and_gqa(sdpa_calls: list) -> None:
+    q, _, _ = _qkv((2, 4, 6, 8), (2, 2, 7, 8))
+    _, k, v = _qkv((2, 4, 6, 8), (2, 2, 7, 8), seed=1)
+    mask = torch.rand(2, 1, 6, 7, generator=torch.Generator().manual_seed(0)) > 0.3
+    mask[..., 2, :] = False  # a fully masked row
+    out = ak.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    assert len(sdpa_calls) == 1 and sdpa_calls[0]["enable_gqa"] is True
+    assert torch.all(out[..., 2, :] == 0)
+    generic = ak.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, enable_gqa=True, impl="generic"
+    )
+    torch.testing.assert_close(out, generic, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"impl": "generic"},
+        {"impl": "reference"},
+        {"return_weights": True},
+        {"return_lse": True},
+        {"window": 2},
+        {"is_causal": True, "q_offset": 3},
+        {"is_causal": True, "causal_alignment": "bottom_right", "_kv_len": 9},
+        {"dropout_p": 0.1, "rng": "torch"},
+        {"is_causal": True, "attn_mask": "bool"},
+    ],
+)
+def test_generic_where_semantics_differ(sdpa_calls: list, kwargs: dict) -> None:
+    kwargs = dict(kwargs)
+    q, k, v = _qkv((1, 2, 6, 8), (1, 2, kwargs.pop("_kv_len", 6), 8))
+    if kwargs.get("rng") == "torch":
+        kwargs["rng"] = torch.Generator().manual_seed(0)
+    if kwargs.get("attn_mask") == "bool":
+        kwargs["attn_mask"] = torch.ones(6, 6, dtype=torch.bool)
+    ak.scaled_dot_product_attention(q, k, v, **kwargs)
+    assert sdpa_calls == [], f"{kwargs} must not use torch SDPA"
