@@ -103,7 +103,7 @@ def scaled_dot_product_attention(
         impl: ``"auto"`` (the best exact path), ``"generic"`` (the array-API blocked
             executor), or ``"reference"`` (the plain full-matrix formula).
         block_size: query rows per block for the blocked executor; default chosen so a
-            block's scores stay within 32 MiB. Results do not depend on it, except the
+            block's scores stay within 16 MiB. Results do not depend on it, except the
             dropout pattern, which is drawn block by block.
 
     Returns:

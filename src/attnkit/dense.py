@@ -36,10 +36,10 @@ __all__ = [
     "prepare_operands",
 ]
 
-#: Score elements one query block may hold (x 4 bytes in float32): 2**23 is 32 MiB, which
+#: Score elements one query block may hold (x 4 bytes in float32): 2**22 is 16 MiB, which
 #: keeps the working set of a block in cache-friendly pieces while making each matmul big
 #: enough to run at full speed.
-DEFAULT_BLOCK_BUDGET = 2**23
+DEFAULT_BLOCK_BUDGET = 2**22
 
 
 @dataclass(frozen=True)
