@@ -16,6 +16,8 @@ import numpy as np
 import reference as ref
 from cases import Case, MaskSpec
 
+from attnkit import masks as ak_masks
+
 __all__ = ["Backend", "Inputs", "draw_inputs", "make_backend"]
 
 LOW_PRECISION = ("float16", "bfloat16")
@@ -209,7 +211,11 @@ class JaxBackend(Backend):
         if not self.jit:
             return fn(*arrays, **kwargs)
         # Arrays (and the rng key) are traced; everything else is static, as a user would.
-        traced = {k: v for k, v in kwargs.items() if k in ("attn_mask", "rng") and v is not None}
+        traced = {
+            k: v
+            for k, v in kwargs.items()
+            if k in ("attn_mask", "rng") and v is not None and not isinstance(v, ak_masks.Mask)
+        }
         static = {k: v for k, v in kwargs.items() if k not in traced}
         return self.jax.jit(lambda *a, **t: fn(*a, **t, **static))(*arrays, **traced)
 

@@ -135,6 +135,9 @@ class _Problem:
     drop: np.ndarray  # dropout factor keep / (1 - p), broadcastable (1.0 if none)
     scale: float
     groups: int  # G = Hq // Hkv (1 without GQA)
+    score_mod: Any  # None or f(scores, q_idx (L, 1), kv_idx (1, S), head (Hq, 1, 1)) -> scores
+    q_idx: np.ndarray  # (L, 1) absolute query positions (q_offset + i)
+    kv_idx: np.ndarray  # (1, S) absolute key positions (kv_offset + j)
     shapes: tuple[tuple[int, ...], ...]  # original query, key, value shapes
 
 
@@ -153,6 +156,7 @@ def _prepare(
     kv_offset: int = 0,
     dropout_keep: Any = None,
     dropout_p: float = 0.0,
+    score_mod: Any = None,
     rnd: Rounder = _identity,
 ) -> _Problem:
     q, k, v = (rnd(np.asarray(x, dtype=np.float64)) for x in (query, key, value))
@@ -212,7 +216,11 @@ def _prepare(
         drop.shape,
     )  # (*batch, L, S)
     allowed = np.broadcast_to(allowed, full)
-    return _Problem(q, k, v, allowed, bias, drop, float(scale), groups, shapes)
+    q_idx = (q_offset + np.arange(L))[:, None]
+    kv_idx = (kv_offset + np.arange(S))[None, :]
+    return _Problem(
+        q, k, v, allowed, bias, drop, float(scale), groups, score_mod, q_idx, kv_idx, shapes
+    )
 
 
 def _forward(p: _Problem, rnd: Rounder) -> tuple[Result, np.ndarray]:
@@ -222,7 +230,12 @@ def _forward(p: _Problem, rnd: Rounder) -> tuple[Result, np.ndarray]:
     """
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         raw = rnd(p.q @ np.swapaxes(p.k, -1, -2))  # (..., L, S)
-        s = rnd(rnd(raw * p.scale) + p.bias)
+        s = rnd(raw * p.scale)
+        if p.score_mod is not None:
+            heads = np.arange(p.q.shape[-3] if p.q.ndim >= 3 else 1)
+            head = heads[:, None, None] if p.q.ndim >= 3 else heads[:, None]
+            s = rnd(p.score_mod(s, p.q_idx, p.kv_idx, head))
+        s = rnd(s + p.bias)
         s = np.where(p.allowed, s, -np.inf)  # (*batch, L, S); never s + (-inf)
         m = s.max(axis=-1, keepdims=True, initial=-np.inf)  # (*batch, L, 1)
         m_safe = np.where(m == -np.inf, 0.0, m)
@@ -251,6 +264,7 @@ def attention(
     kv_offset: int = 0,
     dropout_keep: Any = None,
     dropout_p: float = 0.0,
+    score_mod: Any = None,
 ) -> Result:
     """Float64 scaled dot-product attention (see the module docstring).
 
@@ -273,6 +287,7 @@ def attention(
         kv_offset=kv_offset,
         dropout_keep=dropout_keep,
         dropout_p=dropout_p,
+        score_mod=score_mod,
     )
     return _forward(p, _identity)[0]
 

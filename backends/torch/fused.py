@@ -20,9 +20,12 @@ def fused_attention(p: Any) -> Any:
     import torch
     import torch.nn.functional as F
 
-    if p.dropout_p > 0 or p.window is not None or p.L == 0 or p.S == 0:
+    if p.dropout_p > 0 or p.score_mod is not None or p.L == 0 or p.S == 0:
         return None
-    if p.causal and (p.mask is not None or p.q_start != p.kv_start):
+    causal = _plain_causal(p)
+    if p.structure is not None and not causal:
+        return None  # windows and structured masks: the generic path skips their blocks
+    if causal and p.mask is not None:
         return None
     q, k, v, mask = p.query, p.key, p.value, p.mask
     if p.gqa_groups > 1:  # back from (..., Hkv, G, L, E) to (..., Hq, L, E); SDPA groups itself
@@ -40,5 +43,16 @@ def fused_attention(p: Any) -> Any:
     if k.shape[:-2] != v.shape[:-2] or q.shape[:batch] != k.shape[:batch]:
         return None  # leave broadcasting leading dims to the generic path
     return F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, is_causal=p.causal, scale=p.scale, enable_gqa=p.gqa_groups > 1
+        q, k, v, attn_mask=mask, is_causal=causal, scale=p.scale, enable_gqa=p.gqa_groups > 1
     )
+
+
+def _plain_causal(p: Any) -> bool:
+    """Whether the structure is exactly SDPA's is_causal: key j <= query i, diagonal at 0."""
+    from attnkit import masks
+
+    s, g = p.structure, p.geometry
+    if s is None or (masks.causal("top_left") != s and masks.causal("bottom_right") != s):
+        return False
+    shift = g.S - g.L if s == masks.causal("bottom_right") else 0
+    return g.q_offset + shift == g.kv_offset

@@ -8,12 +8,15 @@ The same code runs on NumPy, PyTorch, JAX and any array-API library (through
 
 Modules: :mod:`attnkit.attention` (the entry point), :mod:`attnkit.dense` (the blocked
 executor), :mod:`attnkit.reference` (the plain formula), :mod:`attnkit.softmax`,
-:mod:`attnkit.positions` (causal and window structure), :mod:`attnkit.merge`
+:mod:`attnkit.masks` (structured masks: causal, windows, padding, documents, global
+tokens, BigBird, block-sparse), :mod:`attnkit.score_mods` (ALiBi, soft-capping),
+:mod:`attnkit.merge`
 (log-sum-exp merging), :mod:`attnkit.errors`, :mod:`attnkit.cli`.
 """
 
 from __future__ import annotations
 
+from . import masks, score_mods
 from .attention import (
     AttentionWithLSE,
     AttentionWithWeights,
@@ -45,6 +48,8 @@ __all__ = [
     "ParameterError",
     "ShapeError",
     "__version__",
+    "masks",
     "merge_partials",
     "scaled_dot_product_attention",
+    "score_mods",
 ]

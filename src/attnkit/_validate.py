@@ -15,6 +15,7 @@ from typing import Any
 
 import array_api_compat as aac
 
+from . import masks
 from ._shapes import broadcast_shapes, describe
 from .errors import (
     ArgumentTypeError,
@@ -24,6 +25,8 @@ from .errors import (
     ParameterError,
     ShapeError,
 )
+from .masks import Geometry, Mask
+from .score_mods import as_score_mod
 
 __all__ = ["ALIGNMENTS", "IMPLS", "Problem", "prepare"]
 
@@ -55,13 +58,13 @@ class Problem:
     S: int
     Ev: int
     scale: float
-    causal: bool
-    window: tuple[int | None, int | None] | None
-    q_start: int  # absolute position of query 0, alignment shift included
-    kv_start: int  # absolute position of key 0
+    structure: Any  # attnkit.masks.Mask: causal & window & a structured attn_mask, or None
+    geometry: Any  # attnkit.masks.Geometry: L, S, q_offset, kv_offset
     dropout_p: float
     rng: Any
     gqa_groups: int
+    score_mod: Any  # None or f(scores, q_idx, kv_idx, head) -> scores
+    num_heads: int  # Hq (1 for inputs without a head axis)
 
 
 def _namespace(name: str, x: Any) -> Any:
@@ -135,7 +138,7 @@ def _check_scalars(
 def _check_arrays(query: Any, key: Any, value: Any, attn_mask: Any) -> tuple[Any, Any]:
     """Namespace, rank, dtype and device checks; returns (xp, device)."""
     named = [("query", query), ("key", key), ("value", value)]
-    if attn_mask is not None:
+    if attn_mask is not None and not isinstance(attn_mask, Mask):
         named.append(("attn_mask", attn_mask))
     spaces = [(name, x, _namespace(name, x)) for name, x in named]
     xp = spaces[0][2]
@@ -163,8 +166,10 @@ def _check_arrays(query: Any, key: Any, value: Any, attn_mask: Any) -> tuple[Any
                 f"{name} is {describe(x)} but query is {describe(query)}; query, key and value "
                 f"must share one dtype: cast {name} to {query.dtype}."
             )
-    if attn_mask is not None and not (
-        attn_mask.dtype == xp.bool or xp.isdtype(attn_mask.dtype, "real floating")
+    if (
+        attn_mask is not None
+        and not isinstance(attn_mask, Mask)
+        and not (attn_mask.dtype == xp.bool or xp.isdtype(attn_mask.dtype, "real floating"))
     ):
         raise DTypeError(
             f"attn_mask has dtype {attn_mask.dtype} ({describe(attn_mask)}); expected bool "
@@ -245,6 +250,47 @@ def _check_mask(attn_mask: Any, out_lead: tuple[int, ...], L: int, S: int) -> No
         )
 
 
+def _structure(
+    is_causal: bool,
+    window: tuple[int | None, int | None] | None,
+    alignment: str,
+    attn_mask: Any,
+    out_lead: tuple[int, ...],
+    L: int,
+    S: int,
+) -> Mask | None:
+    """causal & window & a structured ``attn_mask``, as one Mask (None when unstructured)."""
+    parts: list[Mask] = []
+    if is_causal:
+        parts.append(masks.causal(alignment))
+    if window is not None:
+        parts.append(masks.sliding_window(window, alignment))
+    if isinstance(attn_mask, Mask):
+        target = (*out_lead, L, S)
+        if broadcast_shapes((*attn_mask.lead, L, S), target) != target:
+            raise ShapeError(
+                f"attn_mask {attn_mask!r} carries leading dims {attn_mask.lead} that do not "
+                f"broadcast to the attention shape (..., Hq, L, S) = {target}."
+            )
+        parts.append(attn_mask)
+    if not parts:
+        return None
+    structure = parts[0]
+    for part in parts[1:]:
+        structure = structure & part
+    return structure
+
+
+def gqa_mask(xp: Any, mask: Any, groups: int) -> Any:
+    """A mask (..., Hq|1, L|1, S|1) in GQA layout (..., Hkv|1, G|1, L|1, S|1)."""
+    if mask.ndim < 3:
+        return mask  # no head axis: broadcasts over (Hkv, G) as it is
+    *m_batch, m_heads, m_rows, m_cols = mask.shape
+    if m_heads == 1:
+        return xp.expand_dims(mask, axis=-3)  # (..., 1, 1, L|1, S|1)
+    return xp.reshape(mask, (*m_batch, m_heads // groups, groups, m_rows, m_cols))
+
+
 def _reshape_for_gqa(
     xp: Any, query: Any, key: Any, value: Any, mask: Any, groups: int
 ) -> tuple[Any, Any, Any, Any]:
@@ -254,13 +300,7 @@ def _reshape_for_gqa(
     key = xp.expand_dims(key, axis=-3)  # (..., Hkv, 1, S, E)
     value = xp.expand_dims(value, axis=-3)  # (..., Hkv, 1, S, Ev)
     if mask is not None:
-        if mask.ndim < 3:
-            mask = xp.reshape(mask, (1, *mask.shape))  # (1, L|1, S|1)
-        *m_batch, m_heads, m_rows, m_cols = mask.shape
-        if m_heads == 1:
-            mask = xp.expand_dims(mask, axis=-3)  # (..., 1, 1, L|1, S|1)
-        else:
-            mask = xp.reshape(mask, (*m_batch, m_heads // groups, groups, m_rows, m_cols))
+        mask = gqa_mask(xp, mask, groups)
     return query, key, value, mask
 
 
@@ -279,6 +319,7 @@ def prepare(
     kv_offset: Any,
     rng: Any,
     impl: Any,
+    score_mod: Any = None,
 ) -> Problem:
     """Validate one call and return its :class:`Problem`; raise before any work."""
     _check_scalars(dropout_p, scale, impl, causal_alignment, is_causal)
@@ -289,6 +330,9 @@ def prepare(
     groups, out_lead = _check_shapes(query, key, value, bool(enable_gqa))
     L, E = query.shape[-2], query.shape[-1]
     S, Ev = key.shape[-2], value.shape[-1]
+    structure = _structure(is_causal, window, causal_alignment, attn_mask, out_lead, L, S)
+    if isinstance(attn_mask, Mask):
+        attn_mask = None
     if attn_mask is not None:
         _check_mask(attn_mask, out_lead, L, S)
         if attn_mask.ndim < 2:  # (S,) or a scalar: give it the (L|1, S|1) axes the executors slice
@@ -307,7 +351,6 @@ def prepare(
         query, key, value, attn_mask = _reshape_for_gqa(xp, query, key, value, attn_mask, groups)
     dtype = query.dtype
     compute_dtype = dtype if dtype in (xp.float32, xp.float64) else xp.float32
-    shift = S - L if causal_alignment == "bottom_right" else 0
     return Problem(
         xp=xp,
         device=device,
@@ -323,11 +366,11 @@ def prepare(
         S=S,
         Ev=Ev,
         scale=(1.0 / math.sqrt(E) if E > 0 else 1.0) if scale is None else float(scale),
-        causal=is_causal,
-        window=window,
-        q_start=q_offset + shift,
-        kv_start=kv_offset,
+        structure=structure,
+        geometry=Geometry(L, S, q_offset, kv_offset),
         dropout_p=float(dropout_p),
         rng=rng if dropout_p > 0 else None,
         gqa_groups=groups,
+        score_mod=as_score_mod(score_mod),
+        num_heads=out_lead[-1] if out_lead and query.ndim >= 3 else 1,
     )

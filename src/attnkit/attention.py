@@ -57,6 +57,7 @@ def scaled_dot_product_attention(
     rng: Any = None,
     impl: str = "auto",
     block_size: int | None = None,
+    score_mod: Any = None,
 ) -> Any:
     r"""Scaled dot-product attention on NumPy, PyTorch, JAX or any array-API arrays.
 
@@ -67,9 +68,12 @@ def scaled_dot_product_attention(
         query: (..., Hq, L, E). Rank >= 2; a 2-D (L, E) or the 3-D (batch, L, E) works.
         key: (..., Hkv, S, E).
         value: (..., Hkv, S, Ev).
-        attn_mask: None, a bool array (True = may attend) or a real floating array added
-            to the scores (0 / -inf); any shape that broadcasts to (..., Hq, L, S).
-            Positions where a float mask is -inf count as masked.
+        attn_mask: None, a bool array (True = may attend), a real floating array added
+            to the scores (0 / -inf), any shape that broadcasts to (..., Hq, L, S), or a
+            structured :mod:`attnkit.masks` mask (causal, windows, padding, documents,
+            global tokens, BigBird, block-sparse layouts, combined with & and |), whose
+            key blocks that no query may attend are never read. Positions where a float
+            mask is -inf count as masked.
         dropout_p: probability of zeroing a weight after the softmax (survivors scaled
             by 1 / (1 - p)); needs ``rng``. Pass 0.0 at evaluation time.
         is_causal: query i may attend key j only where key position <= query position.
@@ -105,6 +109,11 @@ def scaled_dot_product_attention(
         block_size: query rows per block for the blocked executor; default chosen so a
             block's scores stay within 16 MiB. Results do not depend on it, except the
             dropout pattern, which is drawn block by block.
+
+        score_mod: None, :func:`attnkit.score_mods.alibi`, :func:`attnkit.score_mods.softcap`
+            or any elementwise callable ``f(scores, q_idx, kv_idx, head) -> scores`` over
+            arrays (``scores`` (..., H, Bq, Sk) scaled, ``q_idx`` (Bq, 1) and ``kv_idx``
+            (1, Sk) absolute positions, ``head`` (H, 1, 1)), applied before masking.
 
     Returns:
         ``out`` (..., Hq, L, Ev) in the inputs' dtype; with ``return_weights`` and/or
@@ -147,6 +156,7 @@ def scaled_dot_product_attention(
         kv_offset,
         rng,
         impl,
+        score_mod,
     )
     if block_size is not None and (
         not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1

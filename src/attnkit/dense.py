@@ -1,15 +1,15 @@
 """Dense exact attention in query blocks: the generic array-API executor.
 
 Rows of the query are processed ``block_size`` at a time, so the score matrix in memory
-is (..., Bq, S), never (..., L, S) unless the weights are asked for. For causal and
-window structure each block touches only the key columns its rows can see (see
-:mod:`attnkit.positions`), so causal attention does about half the work of full
+is (..., Bq, S), never (..., L, S) unless the weights are asked for. Under a structure
+(causal, window, and the masks of :mod:`attnkit.masks`) each block reads only the key
+columns its rows can see, so causal attention does about half the work of full
 attention and a sliding window grows linearly with L.
 
 For one block of rows this computes, in the compute dtype (float32 for 16-bit inputs)::
 
     scores  = (q * scale) @ k^T                      # (..., Bq, Sk)
-    allowed = causal & window & attn_mask            # (..., Bq, Sk)
+    allowed = structure & attn_mask                  # (..., Bq, Sk)
     e, denom, lse = softmax_parts(scores + additive_mask, allowed)   # e = exp(s - max)
     out     = (e @ v) / denom                        # (..., Bq, Ev)
 
@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._shapes import broadcast_shapes, prod
-from ._validate import Problem
-from .positions import allowed_by_position, key_range
+from ._validate import Problem, gqa_mask
+from .masks import Tile, clip_ranges
+from .score_mods import apply_score_mod
 from .softmax import softmax_parts
 
 __all__ = [
@@ -94,14 +95,41 @@ def choose_block_size(
     return max(1, min(rows, L))
 
 
-def _rows(x: Any, lo: int, hi: int) -> Any:
-    """Rows [lo, hi) of axis -2, or x itself where that axis is broadcast (size 1)."""
-    return x if x.shape[-2] == 1 else x[..., lo:hi, :]
+def block_tile(p: Problem, q_lo: int, q_hi: int) -> Tile | None:
+    """The key columns rows [q_lo, q_hi) need under the structure, or None if none."""
+    g = p.geometry
+    ranges = [(0, g.S)] if p.structure is None else p.structure.key_ranges(g, q_lo, q_hi)
+    ranges = clip_ranges(ranges, g.S)
+    return Tile(p.xp, p.device, g, q_lo, q_hi, ranges) if ranges else None
 
 
-def _cols(x: Any, lo: int, hi: int) -> Any:
-    """Columns [lo, hi) of axis -1, or x itself where that axis is broadcast (size 1)."""
-    return x if x.shape[-1] == 1 else x[..., lo:hi]
+def allowed_in_tile(p: Problem, ops: Prepared, t: Tile) -> Any:
+    """Bool (..., Bq, Sk) of the pairs allowed in the tile (None = all): structure & mask."""
+    allowed = None
+    if p.structure is not None:
+        allowed = p.structure.tile(t)
+        if allowed is not None and p.gqa_groups > 1:
+            allowed = gqa_mask(p.xp, allowed, p.gqa_groups)
+    if ops.allowed_mask is not None:
+        user = t.columns(t.rows(ops.allowed_mask))  # (..., Bq|1, Sk|1)
+        allowed = user if allowed is None else allowed & user
+    return allowed
+
+
+def scatter_columns(xp: Any, w: Any, ranges: list[tuple[int, int]], S: int, device: Any) -> Any:
+    """Weights over the selected columns (..., Bq, Sk) placed into (..., Bq, S) with zeros."""
+    if ranges == [(0, S)]:
+        return w
+    lead = tuple(w.shape[:-1])
+    pieces, at, used = [], 0, 0
+    for lo, hi in ranges:
+        if lo > at:
+            pieces.append(xp.zeros((*lead, lo - at), dtype=w.dtype, device=device))
+        pieces.append(w[..., used : used + hi - lo])
+        used, at = used + hi - lo, hi
+    if at < S:
+        pieces.append(xp.zeros((*lead, S - at), dtype=w.dtype, device=device))
+    return xp.concat(pieces, axis=-1)  # (..., Bq, S)
 
 
 def attend_block(
@@ -109,14 +137,13 @@ def attend_block(
 ) -> tuple[Any, Any, Any]:
     """Attention for query rows [q_lo, q_hi): (out (..., Bq, Ev), weights or None, lse).
 
-    Weights, when asked for, span all S columns (zeros outside the block's key range).
+    Only the key columns the structure allows are read; weights, when asked for, span
+    all S columns (zeros elsewhere).
     """
     xp = p.xp
-    k_lo, k_hi = key_range(
-        q_lo, q_hi, p.S, q_start=p.q_start, kv_start=p.kv_start, causal=p.causal, window=p.window
-    )
     rows = q_hi - q_lo
-    if k_hi <= k_lo:  # no key in reach: an empty block
+    t = block_tile(p, q_lo, q_hi)
+    if t is None:  # no key in reach: an empty block
         out = xp.zeros((*ops.lead, rows, p.Ev), dtype=p.compute_dtype, device=p.device)
         lse = xp.full((*ops.lead, rows), -math.inf, dtype=p.compute_dtype, device=p.device)
         weights = None
@@ -124,26 +151,14 @@ def attend_block(
             weights = xp.zeros((*ops.lead, rows, p.S), dtype=p.compute_dtype, device=p.device)
         return out, weights, lse
     q = ops.query[..., q_lo:q_hi, :]  # (..., Bq, E)
-    k = ops.key[..., k_lo:k_hi, :]  # (..., Sk, E)
-    v = ops.value[..., k_lo:k_hi, :]  # (..., Sk, Ev)
+    k = _select_rows(xp, ops.key, t.ranges)  # (..., Sk, E)
+    v = _select_rows(xp, ops.value, t.ranges)  # (..., Sk, Ev)
     scores = q @ xp.matrix_transpose(k)  # (..., Bq, Sk)
-    allowed = allowed_by_position(
-        xp,
-        p.device,
-        q_lo,
-        q_hi,
-        k_lo,
-        k_hi,
-        q_start=p.q_start,
-        kv_start=p.kv_start,
-        causal=p.causal,
-        window=p.window,
-    )  # (Bq, Sk) or None
-    if ops.allowed_mask is not None:
-        user = _cols(_rows(ops.allowed_mask, q_lo, q_hi), k_lo, k_hi)  # (..., Bq|1, Sk|1)
-        allowed = user if allowed is None else allowed & user
+    if p.score_mod is not None:
+        scores = apply_score_mod(p.score_mod, xp, scores, t, p.num_heads, p.gqa_groups)
+    allowed = allowed_in_tile(p, ops, t)  # (..., Bq, Sk) or None
     if ops.additive is not None:
-        scores = scores + _cols(_rows(ops.additive, q_lo, q_hi), k_lo, k_hi)
+        scores = scores + t.columns(t.rows(ops.additive))
     maskable = allowed is not None or ops.additive is not None
     e, denom, lse = softmax_parts(xp, scores, allowed, maskable)  # (..., Bq, Sk), (..., Bq, 1)
     if not (need_weights or p.dropout_p > 0):
@@ -159,12 +174,17 @@ def attend_block(
         )
         weights = xp.where(keep, weights / keep_prob, 0.0)
     out = weights @ v  # (..., Bq, Ev)
-    if need_weights and (k_lo > 0 or k_hi < p.S):
-        lead = tuple(weights.shape[:-1])
-        pieces = [xp.zeros((*lead, k_lo), dtype=weights.dtype, device=p.device), weights]
-        pieces.append(xp.zeros((*lead, p.S - k_hi), dtype=weights.dtype, device=p.device))
-        weights = xp.concat(pieces, axis=-1)  # (..., Bq, S)
+    if need_weights:
+        weights = scatter_columns(xp, weights, t.ranges, p.S, p.device)  # (..., Bq, S)
     return out, (weights if need_weights else None), lse
+
+
+def _select_rows(xp: Any, x: Any, ranges: list[tuple[int, int]]) -> Any:
+    """Rows of axis -2 in the ranges: a view for one range, a concatenation otherwise."""
+    if len(ranges) == 1:
+        lo, hi = ranges[0]
+        return x[..., lo:hi, :]
+    return xp.concat([x[..., lo:hi, :] for lo, hi in ranges], axis=-2)
 
 
 def blocked_attention(

@@ -7,7 +7,7 @@ float32. It materializes the whole (..., L, S) score matrix: fine for teaching a
 verification, not for long sequences (use the default blocked executor)::
 
     scores  = (query @ key^T) * scale + additive_mask     # (..., L, S)
-    allowed = causal & window & bool_mask
+    allowed = structure & bool_mask                      # causal, window, attnkit.masks
     weights = softmax(where(allowed, scores, -inf))       # 0 on empty rows
     out     = dropout(weights) @ value                    # (..., L, Ev)
 """
@@ -17,8 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from ._validate import Problem
-from .dense import prepare_operands
-from .positions import allowed_by_position
+from .dense import allowed_in_tile, prepare_operands
+from .masks import Tile
+from .score_mods import apply_score_mod
 from .softmax import masked_softmax
 
 __all__ = ["reference_attention"]
@@ -29,22 +30,12 @@ def reference_attention(p: Problem) -> tuple[Any, Any, Any]:
     xp = p.xp
     ops = prepare_operands(p)  # compute dtype, scale folded into the query, dead keys zeroed
     scores = ops.query @ xp.matrix_transpose(ops.key)  # (..., L, S)
+    tile = Tile(xp, p.device, p.geometry, 0, p.L, [(0, p.S)])
+    if p.score_mod is not None:
+        scores = apply_score_mod(p.score_mod, xp, scores, tile, p.num_heads, p.gqa_groups)
     if ops.additive is not None:
         scores = scores + ops.additive
-    allowed = allowed_by_position(
-        xp,
-        p.device,
-        0,
-        p.L,
-        0,
-        p.S,
-        q_start=p.q_start,
-        kv_start=p.kv_start,
-        causal=p.causal,
-        window=p.window,
-    )  # (L, S) or None
-    if ops.allowed_mask is not None:
-        allowed = ops.allowed_mask if allowed is None else allowed & ops.allowed_mask
+    allowed = allowed_in_tile(p, ops, tile) if p.S else None  # (..., L, S) or None
     weights, lse = masked_softmax(xp, scores, allowed)  # (..., L, S), (..., L)
     if p.dropout_p > 0:
         from . import backends
