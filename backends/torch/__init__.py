@@ -87,10 +87,7 @@ def synchronize(x: Any) -> None:
 
 def fused_attention(problem: Any) -> Any:
     """``F.scaled_dot_product_attention`` where it equals attnkit exactly, else None."""
-    import torch
-
-    if tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 5):
-        return None  # older releases give NaN on fully masked rows and lack enable_gqa
     from .fused import fused_attention as fused
+    from .fused import supported
 
-    return fused(problem)
+    return fused(problem) if supported() else None

@@ -12,7 +12,19 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["fused_attention"]
+__all__ = ["fused_attention", "supported"]
+
+_SUPPORTED: list[bool] = []
+
+
+def supported() -> bool:
+    """torch >= 2.5: older releases give NaN on fully masked rows and lack enable_gqa."""
+    if not _SUPPORTED:
+        import torch
+
+        version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+        _SUPPORTED.append(version >= (2, 5))
+    return _SUPPORTED[0]
 
 
 def fused_attention(p: Any) -> Any:

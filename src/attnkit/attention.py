@@ -185,15 +185,19 @@ def scaled_dot_product_attention(
     return AttentionWithWeightsAndLSE(out, weights, lse)
 
 
+_FUSED: dict[int, Any] = {}
+
+
 def _fused(p: Problem) -> Any:
     """A backend's fused kernel where its semantics match exactly, else None."""
-    from . import backends
+    kernel = _FUSED.get(id(p.xp), _FUSED)
+    if kernel is _FUSED:  # first call with this namespace: look the adapter up once
+        from . import backends
 
-    name = backends.name_or_none(p.xp)
-    if name is None:
-        return None
-    fused = getattr(backends.load(name), "fused_attention", None)
-    return None if fused is None else fused(p)
+        name = backends.name_or_none(p.xp)
+        kernel = None if name is None else getattr(backends.load(name), "fused_attention", None)
+        _FUSED[id(p.xp)] = kernel
+    return None if kernel is None else kernel(p)
 
 
 def _finish(p: Problem, x: Any, last: int) -> Any:
