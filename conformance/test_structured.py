@@ -181,6 +181,12 @@ CASES = [
         kwargs={"window": 2},
     ),
     StructuredCase(
+        "window_mask_in_window_param",
+        lambda b: None,
+        lambda: _window(3, 0),
+        kwargs={"window": masks.sliding_window((3, 0))},
+    ),
+    StructuredCase(
         "alibi_causal",
         lambda b: None,
         lambda: _window(None, 0),

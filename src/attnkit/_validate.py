@@ -76,9 +76,9 @@ def _namespace(name: str, x: Any) -> Any:
     return aac.array_namespace(x)
 
 
-def _check_window(window: Any) -> tuple[int | None, int | None] | None:
-    if window is None:
-        return None
+def _check_window(window: Any) -> Any:
+    if window is None or isinstance(window, Mask):
+        return window  # an attnkit.masks mask (e.g. sliding_window) is taken as it is
     sides = (window, window) if _is_int(window) else window
     if not (isinstance(sides, tuple | list) and len(sides) == 2):
         raise ParameterError(
@@ -274,7 +274,7 @@ def _check_mask(attn_mask: Any, out_lead: tuple[int, ...], L: int, S: int) -> No
 
 def _structure(
     is_causal: bool,
-    window: tuple[int | None, int | None] | None,
+    window: Any,
     alignment: str,
     attn_mask: Any,
     out_lead: tuple[int, ...],
@@ -285,7 +285,9 @@ def _structure(
     parts: list[Mask] = []
     if is_causal:
         parts.append(masks.causal(alignment))
-    if window is not None:
+    if isinstance(window, Mask):
+        parts.append(window)
+    elif window is not None:
         parts.append(masks.sliding_window(window, alignment))
     if isinstance(attn_mask, Mask):
         target = (*out_lead, L, S)

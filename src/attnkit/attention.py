@@ -49,7 +49,7 @@ def scaled_dot_product_attention(
     enable_gqa: bool = False,
     *,
     causal_alignment: str = "top_left",
-    window: int | tuple[int | None, int | None] | None = None,
+    window: Any = None,
     return_weights: bool = False,
     return_lse: bool = False,
     q_offset: int = 0,
@@ -91,7 +91,8 @@ def scaled_dot_product_attention(
             ``bottom_right`` is ``top_left`` with ``q_offset`` increased by S - L.
         window: None, an int W meaning (W, W), or (left, right) with None for an
             unbounded side: query i sees keys i-left .. i+right (FlashAttention's
-            ``window_size``). Combines with ``is_causal`` and ``attn_mask`` by AND.
+            ``window_size``), or any :mod:`attnkit.masks` mask. Combines with
+            ``is_causal`` and ``attn_mask`` by AND.
         return_weights: also return the attention weights (..., Hq, L, S): the ones
             applied, dropout included. Materializes L x S.
         return_lse: also return the row log-sum-exp of the scores (..., Hq, L), -inf on
