@@ -10,6 +10,7 @@ from attnkit.errors import ArgumentTypeError
 __all__ = [
     "NAME",
     "available",
+    "block_attention",
     "check_rng",
     "dropout_keep",
     "from_numpy",
@@ -91,3 +92,12 @@ def fused_attention(problem: Any) -> Any:
     from .fused import supported
 
     return fused(problem) if supported() else None
+
+
+def block_attention(q: Any, k: Any, v: Any, mask: Any) -> Any:
+    """One block of attnkit's generic executor through ``F.scaled_dot_product_attention``
+    (q already scaled; mask bool, additive or None), or None where SDPA does not apply."""
+    from .fused import block_attention as block
+    from .fused import supported
+
+    return block(q, k, v, mask) if supported() else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["fused_attention", "supported"]
+__all__ = ["block_attention", "fused_attention", "supported"]
 
 _SUPPORTED: list[bool] = []
 
@@ -68,3 +68,14 @@ def _plain_causal(p: Any) -> bool:
         return False
     shift = g.S - g.L if s == masks.causal("bottom_right") else 0
     return g.q_offset + shift == g.kv_offset
+
+
+def block_attention(q: Any, k: Any, v: Any, mask: Any) -> Any:
+    """SDPA on one block: q (..., Bq, E) already scaled, k (..., Sk, E), v (..., Sk, Ev),
+    mask bool (True = may attend), additive float or None. None where leading dims differ
+    (SDPA's fast kernels do not broadcast them)."""
+    import torch.nn.functional as F
+
+    if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
+        return None
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)

@@ -65,6 +65,7 @@ class Problem:
     gqa_groups: int
     score_mod: Any  # None or f(scores, q_idx, kv_idx, head) -> scores
     num_heads: int  # Hq (1 for inputs without a head axis)
+    block_kernel: Any = None  # a backend's fused per-block kernel (impl="auto"), or None
 
 
 def _namespace(name: str, x: Any) -> Any:

@@ -169,6 +169,8 @@ def scaled_dot_product_attention(
         fused = _fused(problem)
         if fused is not None:
             return fused
+        if problem.dropout_p == 0 and problem.score_mod is None:
+            problem.block_kernel = _block_kernel(problem)
     if impl == "reference":
         out, weights, lse = reference_attention(problem)
     else:
@@ -199,6 +201,14 @@ def _fused(p: Problem) -> Any:
         kernel = None if name is None else getattr(backends.load(name), "fused_attention", None)
         _FUSED[id(p.xp)] = kernel
     return None if kernel is None else kernel(p)
+
+
+def _block_kernel(p: Problem) -> Any:
+    """A backend's fused kernel for one block of the generic executor, or None."""
+    from . import backends
+
+    name = backends.name_or_none(p.xp)
+    return None if name is None else getattr(backends.load(name), "block_attention", None)
 
 
 def _finish(p: Problem, x: Any, last: int) -> Any:

@@ -183,10 +183,14 @@ def attend_block(
     q = ops.query[..., q_lo:q_hi, :]  # (..., Bq, E)
     k = _select_rows(xp, ops.key, t.ranges)  # (..., Sk, E)
     v = _select_rows(xp, ops.value, t.ranges)  # (..., Sk, Ev)
+    allowed = allowed_in_tile(p, ops, t)  # (..., Bq, Sk) or None
+    if p.block_kernel is not None:  # a fused kernel computes this block (no lse needed)
+        out = p.block_kernel(q, k, v, _combined_mask(xp, allowed, ops, t))
+        if out is not None:
+            return out, None, None
     scores = q @ xp.matrix_transpose(k)  # (..., Bq, Sk)
     if p.score_mod is not None:
         scores = apply_score_mod(p.score_mod, xp, scores, t, p.num_heads, p.gqa_groups)
-    allowed = allowed_in_tile(p, ops, t)  # (..., Bq, Sk) or None
     if ops.additive is not None:
         scores = scores + t.columns(t.rows(ops.additive))
     maskable = allowed is not None or ops.additive is not None
@@ -207,6 +211,14 @@ def attend_block(
     if need_weights:
         weights = scatter_columns(xp, weights, t.ranges, p.S, p.device)  # (..., Bq, S)
     return out, (weights if need_weights else None), lse
+
+
+def _combined_mask(xp: Any, allowed: Any, ops: Prepared, t: Tile) -> Any:
+    """One mask for a fused kernel: bool ``allowed``, or additive with -inf where masked."""
+    if ops.additive is None:
+        return allowed
+    additive = t.columns(t.rows(ops.additive))
+    return additive if allowed is None else xp.where(allowed, additive, -math.inf)
 
 
 def _select_rows(xp: Any, x: Any, ranges: list[tuple[int, int]]) -> Any:
@@ -244,7 +256,7 @@ def blocked_attention(
     if len(outs) == 1:
         return outs[0], weights[0], lses[0]
     out = xp.concat(outs, axis=-2)  # (..., L, Ev)
-    lse = xp.concat(lses, axis=-1)  # (..., L)
+    lse = None if any(x is None for x in lses) else xp.concat(lses, axis=-1)  # (..., L)
     if need_weights:
         weights = xp.concat(weights, axis=-2)  # (..., L, S)
     return out, (weights if need_weights else None), lse
