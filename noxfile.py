@@ -1,4 +1,4 @@
-"""nox sessions: the conformance matrix once per backend, unit tests, lint, demo.
+"""nox sessions: the conformance matrix once per backend, unit tests, lint, demo, bench.
 
 ``pip install nox && nox`` runs them all. Run one with ``nox -s conformance-torch``.
 PyTorch is asked for as exactly ``torch==2.13.0`` (the release the matrix is pinned to);
@@ -17,6 +17,7 @@ nox.options.sessions = [
     "conformance-torch",
     "conformance-jax",
     "demo",
+    "bench",
 ]
 nox.options.error_on_missing_interpreters = True
 
@@ -27,7 +28,7 @@ TEST_DEPS = ("pytest>=8",)
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff: lint and formatting."""
-    session.install("ruff>=0.6")
+    session.install("ruff==0.17.6")  # pinned: formatting rules change between releases
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
@@ -84,3 +85,17 @@ def demo(session: nox.Session) -> None:
     session.install(TORCH, "jax", "array-api-strict")
     session.install(".")
     session.run("attnkit", "demo")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """A smoke benchmark: ``attnkit bench --quick`` (tiny sizes) on every installed backend.
+
+    Every timed result is checked against float64 and PERFORMANCE.md's ratio lines print
+    (not judged at these sizes). ``nox -s bench -- --targets`` runs the real targets.
+    """
+    session.install(TORCH, "jax", "rich", "matplotlib")
+    session.install(".")
+    tmp = session.create_tmp()
+    smoke = ["--quick", "--json", f"{tmp}/bench.json", "--plot", f"{tmp}/bench.png"]
+    session.run("attnkit", "bench", *(session.posargs or smoke))

@@ -1,10 +1,11 @@
-"""The ``attnkit`` command line: ``attnkit demo`` (more commands arrive with their issues)."""
+"""The ``attnkit`` command line: ``attnkit demo`` and ``attnkit bench``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from . import __version__, backends
 
@@ -46,6 +47,110 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from .backends import display
+    from .bench import ATTNKIT_IMPLS
+    from .bench_report import Settings, check_writable, installed, run
+
+    parser: argparse.ArgumentParser = args.parser
+    if args.targets and (args.lengths or args.window or args.window_lengths):
+        parser.error(
+            "--targets runs exactly PERFORMANCE.md's cases; "
+            "drop --lengths, --window and --window-lengths"
+        )
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        why = check_writable(path) if path else None
+        if why:
+            parser.error(f"cannot write the {option} file: {why}")
+    if args.plot and not display.has_matplotlib():
+        parser.error(f"--plot needs matplotlib, which is not installed: {display.MATPLOTLIB_HINT}")
+    names, missing = installed(tuple(dict.fromkeys(args.backend or backends.NAMES)))
+    if missing:
+        print("Not installed (install to include them):", file=sys.stderr)
+        print("\n".join(f"  {m}" for m in missing), file=sys.stderr)
+    if not names:
+        print("error: no selected backend is installed.", file=sys.stderr)
+        return 1
+    settings = Settings.for_plan(
+        "targets" if args.targets else "quick" if args.quick else "default",
+        names,
+        lengths=args.lengths,
+        window=args.window,
+        window_lengths=args.window_lengths,
+        repeats=args.repeats,
+        flex=args.flex or args.targets,
+        isolate=args.isolate,
+        json_path=args.json,
+        plot_path=args.plot,
+        plain=args.plain,
+    )
+    results, _ = run(settings)
+    broken = [m for m in results if m.job.impl in ATTNKIT_IMPLS and m.error]
+    if broken:
+        print(f"\nerror: attnkit failed in {len(broken)} measurement(s):", file=sys.stderr)
+        print("\n".join(f"  {m.job.describe()}: {m.error}" for m in broken), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _add_bench(commands: Any) -> None:
+    bench = commands.add_parser(
+        "bench",
+        help="time attnkit against each framework's attention; print PERFORMANCE.md's ratios",
+        description="Time attnkit (impl auto and generic) against torch SDPA, FlexAttention, "
+        "jax.nn.dot_product_attention and the textbook formula on every installed backend "
+        "(batch 1, 8 heads, head size 64, float32, random normal inputs), then print the "
+        "ratio of each PERFORMANCE.md target measured in this run. Window W means query i "
+        "sees keys i - W/2 .. i + W/2 (attnkit window=(W//2, W//2)).",
+    )
+    bench.add_argument(
+        "--backend",
+        action="append",
+        choices=backends.NAMES,
+        help="run only this backend (repeatable; default: all installed)",
+    )
+    plans = bench.add_mutually_exclusive_group()
+    plans.add_argument(
+        "--quick", action="store_true", help="tiny sizes and 3 repeats: a smoke run in seconds"
+    )
+    plans.add_argument(
+        "--targets",
+        action="store_true",
+        help="run exactly the measurements of PERFORMANCE.md's targets 1-8 (minutes)",
+    )
+    bench.add_argument(
+        "--lengths", type=_lengths, help="dense lengths L = S, comma-separated (default 1024,4096)"
+    )
+    bench.add_argument(
+        "--window", type=_even_width, help="window width W, even (default 256: W/2 each side)"
+    )
+    bench.add_argument(
+        "--window-lengths",
+        type=_lengths,
+        help="lengths of the window cases, comma-separated (default 8192,16384)",
+    )
+    bench.add_argument(
+        "--repeats", type=_positive_int, help="timed samples, median taken (default 5)"
+    )
+    bench.add_argument(
+        "--flex",
+        action="store_true",
+        help="also time compiled FlexAttention on window cases (compiles for tens of seconds)",
+    )
+    bench.add_argument(
+        "--isolate",
+        choices=("all", "memory", "none"),
+        help="run each measurement in its own process (all; default), only the memory case "
+        "(memory; default with --quick), or none (no per-implementation peak memory)",
+    )
+    bench.add_argument("--json", metavar="FILE", help="write every measurement and ratio as JSON")
+    bench.add_argument(
+        "--plot", metavar="FILE.png", help="plot time against L, log-log (needs matplotlib)"
+    )
+    bench.add_argument("--plain", action="store_true", help="plain text even if rich is installed")
+    bench.set_defaults(run=_bench, parser=bench)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="attnkit",
@@ -69,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     demo.add_argument("--repeats", type=_positive_int, default=5, help="timed runs (median)")
     demo.set_defaults(run=_demo)
+    _add_bench(commands)
     return parser
 
 
@@ -82,7 +188,26 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _lengths(text: str) -> tuple[int, ...]:
+    lengths = tuple(_positive_int(part.strip()) for part in text.split(",") if part.strip())
+    if not lengths:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated positive integers, got {text!r}"
+        )
+    return lengths
+
+
+def _even_width(text: str) -> int:
+    value = _positive_int(text)
+    if value % 2:
+        raise argparse.ArgumentTypeError(
+            f"expected an even window width (W/2 keys on each side), got {value}"
+        )
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``attnkit`` command line; returns the exit status."""
     args = _parser().parse_args(argv)
     return args.run(args)
 

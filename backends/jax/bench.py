@@ -1,0 +1,61 @@
+"""JAX baselines for ``attnkit bench``, all under ``jax.jit``.
+
+``jax.nn.dot_product_attention``   JAX's attention (XLA implementation on CPU).
+``jax.nn local window``            the same with ``local_window_size=(left, right)``.
+``jax textbook``                   softmax(Q K^T / sqrt(E)) V in plain jax.numpy.
+
+``jax.nn`` takes (B, L, H, E): the inputs are transposed once, outside the timing, and the
+output back to (B, H, L, E) inside the compiled function. The interface every backend's
+``bench`` module shares is described in ``attnkit.backends.numpy.bench``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["JAX_NN", "JAX_NN_WINDOW", "MATERIALIZING", "TEXTBOOK", "baselines", "build", "jit"]
+
+JAX_NN = "jax.nn.dot_product_attention"
+JAX_NN_WINDOW = "jax.nn local window"
+TEXTBOOK = "jax textbook"
+#: jax.nn's XLA implementation on CPU computes the whole score matrix, like the textbook.
+MATERIALIZING = (JAX_NN, JAX_NN_WINDOW, TEXTBOOK)
+
+
+def baselines(kind: str, *, flex: bool = False) -> tuple[str, ...]:
+    """The baselines that apply to a case of ``kind``."""
+    if kind in ("dense", "decode"):
+        return (JAX_NN, TEXTBOOK)
+    if kind == "window":
+        return (JAX_NN_WINDOW,)
+    return ()
+
+
+def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``jax.jit(fn)``: attnkit on JAX is timed compiled, like the baselines."""
+    import jax
+
+    return jax.jit(fn)
+
+
+def build(
+    name: str, q: Any, k: Any, v: Any, *, window: tuple[int, int] | None, scale: float
+) -> Callable[[], Any]:
+    """A zero-argument callable computing baseline ``name`` on ``q``, ``k``, ``v``."""
+    import jax
+
+    if name == TEXTBOOK and window is None:
+        # The whole (B, H, L, S) score matrix in memory.
+        f = jax.jit(lambda q, k, v: jax.nn.softmax((q @ k.swapaxes(-1, -2)) * scale, axis=-1) @ v)
+        return lambda: f(q, k, v)
+    if (name == JAX_NN and window is None) or (name == JAX_NN_WINDOW and window is not None):
+        qt, kt, vt = (x.swapaxes(1, 2) for x in (q, k, v))  # (B, L|S, H, E)
+
+        def attend(q: Any, k: Any, v: Any) -> Any:
+            out = jax.nn.dot_product_attention(q, k, v, scale=scale, local_window_size=window)
+            return out.swapaxes(1, 2)  # (B, H, L, E)
+
+        f = jax.jit(attend)
+        return lambda: f(qt, kt, vt)
+    raise ValueError(f"no JAX baseline {name!r} for window={window!r}")

@@ -1,0 +1,235 @@
+"""``attnkit bench``: smoke runs at tiny sizes, its report, and its refusals.
+
+Benchmarks print ratios; tests only check that the benchmark runs, times real work (each
+result is checked against float64 inside the bench) and reports what it measured.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attnkit import backends
+from attnkit.bench import (
+    ATTNKIT_IMPLS,
+    Case,
+    Job,
+    Measurement,
+    baselines_for,
+    bench_tools,
+    measure,
+    run_job,
+)
+from attnkit.bench_report import Settings, plan
+from attnkit.bench_targets import TARGET_SIZES, checks, evaluate
+from attnkit.cli import main
+
+INSTALLED = [n for n in backends.NAMES if backends.load(n).available()]
+TINY = ["--quick", "--repeats", "1", "--isolate", "none", "--plain"]
+
+
+def test_quick_numpy_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    report, png = tmp_path / "bench.json", tmp_path / "bench.png"
+    argv = ["bench", "--quick", "--backend", "numpy", "--repeats", "1", "--plain"]
+    assert main([*argv, "--json", str(report), "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "target 2  dense numpy L=256  auto / numpy textbook = " in out
+    assert "target 1  dense torch L=256  auto / torch SDPA  SKIPPED" in out
+
+    data = json.loads(report.read_text())
+    assert set(data) == {"attnkit", "machine", "settings", "measurements", "targets"}
+    assert data["machine"]["cores"] >= 1 and "numpy" in data["machine"]["versions"]
+    got = {(m["case_label"], m["job"]["impl"]) for m in data["measurements"]}
+    for label in ("dense L=256", "dense L=512", "decode L=1 S=256"):
+        assert {
+            (label, "attnkit auto"),
+            (label, "attnkit generic"),
+            (label, "numpy textbook"),
+        } <= got
+    assert ("window 32 L=1024", "attnkit auto") in got
+    for m in data["measurements"]:
+        assert m["error"] is None, m
+        assert m["seconds"] > 0 and len(m["samples"]) >= 1, m
+        assert m["max_error"] < 1e-4, m  # the bench checked the timed result itself
+    memory = [m for m in data["measurements"] if m["job"]["case"]["kind"] == "memory"]
+    assert len(memory) == 1 and memory[0]["isolated"]  # --quick isolates the memory case
+    assert memory[0]["peak_rss_bytes"] >= memory[0]["base_rss_bytes"] > 0
+    numbers = {t["target"] for t in data["targets"]}
+    assert numbers == set(range(1, 9))
+    t2 = next(t for t in data["targets"] if t["target"] == 2)
+    assert t2["status"] == "QUICK" and t2["value"] > 0 and t2["line"] in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_quick_every_installed_backend(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["bench", *TINY, "--lengths", "64", "--window", "16", "--window-lengths", "64,128"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    for name in INSTALLED:
+        assert f"\n{name} " in out, f"{name} is installed but missing from the table"
+    for name, baseline in (("torch", "torch SDPA"), ("jax", "jax.nn.dot_product_attention")):
+        if name in INSTALLED:
+            assert baseline in out
+    assert "target 8" in out and "target 6" in out
+
+
+def test_memory_job_in_its_own_process() -> None:
+    ballast = b"\x01" * (400 * 2**20)  # resident in this process, not the worker
+    job = Job("numpy", Case("memory", 128, 128), "attnkit auto", repeats=1)
+    m = run_job(job, isolated=True)
+    assert m.error is None and m.isolated, m
+    assert m.peak_rss_bytes is not None and m.base_rss_bytes is not None
+    assert m.peak_rss_bytes >= m.base_rss_bytes > 10 * 2**20  # an interpreter with numpy
+    # Linux's ru_maxrss would report this process's peak (the ballast) in the worker.
+    assert m.peak_rss_bytes < 300 * 2**20 < len(ballast), m
+
+
+def test_measure_checks_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A baseline computing something else is reported as wrong, not timed."""
+    tools = bench_tools("numpy")
+    assert tools is not None
+    good = measure(Job("numpy", Case("dense", 32, 32), "numpy textbook", repeats=2))
+    assert good.error is None and good.seconds and good.seconds > 0
+    assert good.max_error is not None and good.max_error < 1e-5
+
+    def wrong(name, q, k, v, *, window, scale):  # returns the keys: fast, but not attention
+        return lambda: k
+
+    monkeypatch.setattr(tools, "build", wrong)
+    bad = measure(Job("numpy", Case("dense", 32, 32), "numpy textbook", repeats=2))
+    assert bad.error is not None and bad.error.startswith("wrong result"), bad
+
+
+def test_window_baseline_agrees_with_attnkit_window() -> None:
+    """The band mask means the same window as attnkit's (W//2, W//2)."""
+    if "torch" not in INSTALLED:
+        pytest.skip("torch is not installed: pip install torch")
+    m = measure(Job("torch", Case("window", 96, 96, 16), "torch SDPA band mask", repeats=1))
+    assert m.error is None and m.max_error is not None and m.max_error < 1e-5, m
+
+
+def test_targets_plan_has_every_target_measurement() -> None:
+    jobs = plan(Settings(names=("numpy", "torch", "jax"), plan="targets", repeats=5))
+    got = {(j.backend, j.case.describe(), j.impl) for j in jobs}
+    assert len(got) == len(jobs), "each measurement once"
+    assert ("torch", "dense L=4096", "torch SDPA") in got
+    assert ("torch", "window 256 L=8192", "FlexAttention compiled") in got
+    assert ("numpy", "dense L=8192", "attnkit auto") in got
+    assert ("jax", "window 256 L=16384", "attnkit auto") in got
+    assert ("torch", "decode L=1 S=1024", "torch SDPA") in got
+    assert ("numpy", "dense L=32768 (one call)", "attnkit auto") in got
+    assert any(j.check_backward for j in jobs if j.backend == "torch")
+
+
+def test_targets_name_baselines_the_backends_offer() -> None:
+    for check in checks():
+        if check.den is None or check.den[1] in ATTNKIT_IMPLS:
+            continue
+        case, impl = check.den
+        assert impl in baselines_for(check.backend, case.kind, flex=True), check
+
+
+def _fake(backend: str, case: Case, impl: str, seconds: float, **kw: object) -> Measurement:
+    return Measurement(Job(backend, case, impl), seconds=seconds, **kw)
+
+
+def test_target_lines() -> None:
+    dense = TARGET_SIZES.dense()
+    memory = TARGET_SIZES.memory()
+    results = [
+        _fake("numpy", dense, "attnkit auto", 0.2),
+        _fake("numpy", dense, "numpy textbook", 1.0),
+        _fake("numpy", memory, "attnkit auto", 9.0, peak_rss_bytes=3 * 2**30, isolated=True),
+    ]
+    selected = ("numpy", "torch") if "torch" in INSTALLED else ("numpy",)
+    verdicts = evaluate(checks(), results, selected=selected)
+    lines = {(v.check.target, v.check.backend): v for v in verdicts}
+    expected = "target 2  dense numpy L=4096  auto / numpy textbook = 0.2  (bound <= 0.3)  MET"
+    assert lines[2, "numpy"].line().startswith(expected)
+    assert "= 3.00 GiB  (bound < 2 GiB)  NOT MET" in lines[7, "numpy"].line()
+    assert lines[7, "jax"].status == "SKIPPED" and "not selected" in lines[7, "jax"].reason
+    assert lines[1, "torch"].status == "SKIPPED" and lines[1, "torch"].reason
+
+
+def test_failed_attnkit_is_not_met_and_failed_baseline_is_skipped() -> None:
+    dense = TARGET_SIZES.dense()
+    broken = [
+        _fake("numpy", dense, "attnkit auto", 0.2, error="wrong result: 1"),
+        _fake("numpy", dense, "numpy textbook", 1.0),
+    ]
+    verdict = next(
+        v for v in evaluate(checks(), broken, selected=("numpy",)) if v.check.target == 2
+    )
+    assert verdict.status == "NOT MET" and "wrong result" in verdict.reason
+    failed = [
+        _fake("numpy", dense, "attnkit auto", 0.2),
+        _fake("numpy", dense, "numpy textbook", 1.0, error="MemoryError"),
+    ]
+    verdict = next(
+        v for v in evaluate(checks(), failed, selected=("numpy",)) if v.check.target == 2
+    )
+    assert verdict.status == "SKIPPED" and "MemoryError" in verdict.line()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--repeats", "0"], "expected a positive integer"),
+        (["--lengths", "64,x"], "expected a positive integer"),
+        (["--lengths", ","], "comma-separated"),
+        (["--window", "15"], "even window width"),
+        (["--backend", "cupy"], "invalid choice"),
+        (["--isolate", "some"], "invalid choice"),
+        (["--quick", "--targets"], "not allowed with argument"),
+        (["--targets", "--lengths", "64"], "--targets runs exactly"),
+        (["--json", "/nonexistent-dir/x.json"], "cannot write the --json file"),
+        (["--plot", "/nonexistent-dir/x.png"], "cannot write the --plot file"),
+    ],
+)
+def test_bad_arguments_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", *argv])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert message in captured.err, captured.err
+    assert "[1/" not in captured.err  # refused before any benchmarking
+
+
+def test_json_path_that_is_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--quick", "--json", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_plot_without_matplotlib(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from attnkit.backends import display
+
+    monkeypatch.setattr(display, "has_matplotlib", lambda: False)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--quick", "--plot", str(tmp_path / "x.png")])
+    assert exit_info.value.code == 2
+    assert "pip install matplotlib" in capsys.readouterr().err
+
+
+def test_attnkit_impls_are_named_after_impl() -> None:
+    assert [name.split()[-1] for name in ATTNKIT_IMPLS] == ["auto", "generic"]
+
+
+def test_rich_display(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("rich")
+    from attnkit.backends import display
+
+    with display.RichProgress(2) as progress:
+        progress.start("first")
+        progress.done("first", "1 ms")
+    display.print_rich_table("title", ("backend", "case", "impl", "ms", "note"), [list("abcde")])
+    captured = capsys.readouterr()
+    assert "first: 1 ms" in captured.err and "backend" in captured.out
