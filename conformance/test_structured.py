@@ -353,3 +353,32 @@ def test_structured_gradients(case: StructuredCase, impl: str, backend: Backend)
         assert_close(
             name, g, gold_g, 10 * exact_allowed("float64", 5.0 * math.sqrt(E), gold_g), ctx
         )
+
+
+@pytest.mark.parametrize("poison", [math.nan, math.inf, 1e10])
+@pytest.mark.parametrize(
+    "name", ["key_padding_static", "key_padding_array", "key_padding_and_causal"]
+)
+def test_padding_never_leaks(name: str, poison: float, backend: Backend) -> None:
+    """NaN, inf or huge keys and values past each batch's length change nothing."""
+    case = next(c for c in CASES if c.name == name)
+    q64, k64, v64 = _draw(case)
+    gold = _oracle(case, q64, k64, v64)
+    lengths = (0, 9) if name == "key_padding_and_causal" else PAD
+    k_bad, v_bad = k64.copy(), v64.copy()
+    for b, n in enumerate(lengths):
+        k_bad[b, :, n:, :] = poison
+        v_bad[b, :, n:, :] = poison
+    q, k, v = (backend.asarray(x, "float64") for x in (q64, k_bad, v_bad))
+    for impl, extra in IMPLS.items():
+        out = backend.call(
+            ak.scaled_dot_product_attention, q, k, v, attn_mask=case.make(backend), **extra
+        )
+        ctx = f"case {name}, backend {backend.name}, impl {impl}, poison {poison}"
+        assert_close(
+            "out",
+            backend.to_numpy(out),
+            gold.out,
+            exact_allowed("float64", 5.0 * math.sqrt(E), gold.out),
+            ctx,
+        )

@@ -78,6 +78,14 @@ def prepare_operands(p: Problem) -> Prepared:
         alive = xp.matrix_transpose(alive)  # (..., S|1, 1)
         k = xp.where(alive, k, 0.0)
         v = xp.where(alive, v, 0.0)
+    if p.structure is not None:  # padding declared by a structured mask
+        alive = p.structure.key_alive(xp, p.device, p.geometry)  # (..., 1, S) or None
+        if alive is not None:
+            if p.gqa_groups > 1:
+                alive = gqa_mask(xp, alive, p.gqa_groups)
+            alive = xp.matrix_transpose(alive)  # (..., S, 1)
+            k = xp.where(alive, k, 0.0)
+            v = xp.where(alive, v, 0.0)
     shapes = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
     if p.mask is not None:
         shapes.append(p.mask.shape[:-2])

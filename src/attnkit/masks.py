@@ -148,6 +148,12 @@ class Mask:
         """Bool (..., Bq, Sk) for the tile, or None when every pair in it is allowed."""
         raise NotImplementedError
 
+    def key_alive(self, xp: Any, device: Any, g: Geometry) -> Any:
+        """Bool (..., 1, S): False on key columns no query may ever attend (padding), whose
+        keys and values the executor zeroes so NaN stored there cannot leak; None if the
+        mask has no such columns to declare."""
+        return None
+
     def materialize(
         self, xp: Any, L: int, S: int, *, device: Any = None, q_offset: int = 0, kv_offset: int = 0
     ) -> Any:
@@ -232,6 +238,16 @@ class _Combined(Mask):
         out = ranges[0]
         for r in ranges[1:]:
             out = _intersect(out, r)
+        return out
+
+    def key_alive(self, xp: Any, device: Any, g: Geometry) -> Any:
+        alive = [p.key_alive(xp, device, g) for p in self.parts]
+        if self.op == "or" and any(a is None for a in alive):
+            return None  # a part that declares nothing may attend any column
+        out = None
+        for a in alive:
+            if a is not None:
+                out = a if out is None else (out & a if self.op == "and" else out | a)
         return out
 
     def tile(self, t: Tile) -> Any:
@@ -400,6 +416,10 @@ class _KeyPadding(Mask):
         if isinstance(lengths, tuple):
             lengths = xp.asarray(lengths, device=t.device)
         return t.k_pos < xp.reshape(lengths, (-1, 1, 1, 1))  # (B, 1, 1, Sk)
+
+    def key_alive(self, xp: Any, device: Any, g: Geometry) -> Any:
+        t = Tile(xp, device, g, 0, 1, [(0, g.S)])
+        return self.tile(t) if g.S else None  # (B, 1, 1, S)
 
 
 def key_padding(lengths: Any) -> Mask:
