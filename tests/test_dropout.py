@@ -7,13 +7,13 @@ float64 (``jax.enable_x64``) so every check uses the same float64 tolerances.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
+from _helpers import x64
 
 import attnkit as ak
 
@@ -38,21 +38,6 @@ class Backend:
     to_numpy: Callable[[Any], np.ndarray]
 
 
-@contextlib.contextmanager
-def _x64(jax: Any) -> Iterator[None]:
-    enable = getattr(jax, "enable_x64", None)
-    if enable is not None:
-        with enable(True):
-            yield
-        return
-    previous = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)
-
-
 @pytest.fixture(params=["numpy", "torch", "jax", "strict"])
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     name = request.param
@@ -68,7 +53,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         )
     elif name == "jax":
         jax = pytest.importorskip("jax")
-        with _x64(jax):
+        with x64(jax):
             yield Backend(name, jax.numpy.asarray, jax.random.key, np.asarray)
     else:
         xps = pytest.importorskip("array_api_strict")
@@ -265,7 +250,7 @@ def test_jax_jit_matches_eager() -> None:
     jax = pytest.importorskip("jax")
     jnp = jax.numpy
     data = problem(L=L_SMALL, S=S_SMALL)
-    with _x64(jax):
+    with x64(jax):
         arrays = {k: jnp.asarray(v) for k, v in data.items()}
 
         def call(query: Any, key: Any, value: Any, attn_mask: Any, rng: Any) -> Any:
@@ -294,7 +279,7 @@ def test_jax_jit_matches_eager() -> None:
 def test_jax_legacy_uint32_key() -> None:
     jax = pytest.importorskip("jax")
     data = problem(L=L_SMALL, S=S_SMALL)
-    with _x64(jax):
+    with x64(jax):
         arrays = {k: jax.numpy.asarray(v) for k, v in data.items()}
         a = sdpa(**arrays, dropout_p=P, rng=jax.random.PRNGKey(3))
         b = sdpa(**arrays, dropout_p=P, rng=jax.random.PRNGKey(3))

@@ -8,7 +8,6 @@ structure stays right, and the merge must equal the single call over all keys in
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _helpers import x64
 
 import attnkit as ak
 
@@ -36,21 +36,6 @@ class Backend:
     to_numpy: Callable[[Any], np.ndarray]
 
 
-@contextlib.contextmanager
-def _x64(jax: Any) -> Iterator[None]:
-    enable = getattr(jax, "enable_x64", None)
-    if enable is not None:
-        with enable(True):
-            yield
-        return
-    previous = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)
-
-
 @pytest.fixture(params=["numpy", "torch", "jax"])
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     if request.param == "numpy":
@@ -60,7 +45,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         yield Backend("torch", torch.from_numpy, lambda x: x.detach().cpu().numpy())
     else:
         jax = pytest.importorskip("jax")
-        with _x64(jax):
+        with x64(jax):
             yield Backend("jax", jax.numpy.asarray, np.asarray)
 
 
@@ -266,7 +251,7 @@ def test_tuples_accepted_and_inputs_untouched() -> None:
 
 def test_jax_jit_merge() -> None:
     jax = pytest.importorskip("jax")
-    with _x64(jax):
+    with x64(jax):
         b = Backend("jax", jax.numpy.asarray, np.asarray)
         (out, lse), outs, lses, _ = whole_and_pieces(b, "bool_mask", 3)
         merged_out, merged_lse = jax.jit(ak.merge_partials)(outs, lses)
