@@ -53,6 +53,7 @@ class Prepared:
     allowed_mask: Any  # bool mask from attn_mask or None
     additive: Any  # float additive mask or None
     lead: tuple[int, ...]  # broadcast leading dims of all operands
+    tile_cache: dict[Any, Any]  # structure tiles by block shape (translation-invariant masks)
 
 
 def prepare_operands(p: Problem) -> Prepared:
@@ -91,7 +92,7 @@ def prepare_operands(p: Problem) -> Prepared:
         shapes.append(p.mask.shape[:-2])
     lead = broadcast_shapes(*shapes)
     assert lead is not None, "validated shapes must broadcast"
-    return Prepared(q, k, v, allowed_mask, additive, lead)
+    return Prepared(q, k, v, allowed_mask, additive, lead, {})
 
 
 #: The fixed cost of one block (Python dispatch of a few dozen array calls), expressed in
@@ -146,13 +147,24 @@ def allowed_in_tile(p: Problem, ops: Prepared, t: Tile) -> Any:
     """Bool (..., Bq, Sk) of the pairs allowed in the tile (None = all): structure & mask."""
     allowed = None
     if p.structure is not None:
-        allowed = p.structure.tile(t)
+        allowed = _structure_tile(p, ops, t)
         if allowed is not None and p.gqa_groups > 1:
             allowed = gqa_mask(p.xp, allowed, p.gqa_groups)
     if ops.allowed_mask is not None:
         user = t.columns(t.rows(ops.allowed_mask))  # (..., Bq|1, Sk|1)
         allowed = user if allowed is None else allowed & user
     return allowed
+
+
+def _structure_tile(p: Problem, ops: Prepared, t: Tile) -> Any:
+    """The structure's tile, computed once per block shape where the structure depends
+    only on key position minus query position (interior blocks of a window all match)."""
+    if not p.structure.translation_invariant:
+        return p.structure.tile(t)
+    key = (t.q_hi - t.q_lo, tuple((lo - t.q_lo, hi - t.q_lo) for lo, hi in t.ranges))
+    if key not in ops.tile_cache:
+        ops.tile_cache[key] = p.structure.tile(t)
+    return ops.tile_cache[key]
 
 
 def scatter_columns(xp: Any, w: Any, ranges: list[tuple[int, int]], S: int, device: Any) -> Any:

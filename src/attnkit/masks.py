@@ -139,6 +139,9 @@ class Mask:
 
     #: Leading dims the mask carries beyond (L, S), e.g. (B, 1) for per-batch padding.
     lead: tuple[int, ...] = ()
+    #: True when a tile depends only on key position minus query position (windows,
+    #: causal): the executor then reuses one tile for every block with the same shape.
+    translation_invariant: bool = False
 
     def key_ranges(self, g: Geometry, q_lo: int, q_hi: int) -> Ranges:
         """Key columns [lo, hi) that rows [q_lo, q_hi) may attend (a superset is fine)."""
@@ -231,6 +234,10 @@ class _Combined(Mask):
     def lead(self) -> tuple[int, ...]:  # type: ignore[override]
         return _broadcast_lead(*(p.lead for p in self.parts))
 
+    @property
+    def translation_invariant(self) -> bool:  # type: ignore[override]
+        return all(p.translation_invariant for p in self.parts)
+
     def key_ranges(self, g: Geometry, q_lo: int, q_hi: int) -> Ranges:
         ranges = [p.key_ranges(g, q_lo, q_hi) for p in self.parts]
         if self.op == "or":
@@ -285,6 +292,7 @@ class _Window(Mask):
     left: int | None
     right: int | None
     alignment: str = "top_left"
+    translation_invariant = True  # a class attribute, not a field
 
     def key_ranges(self, g: Geometry, q_lo: int, q_hi: int) -> Ranges:
         q_min = g.q_offset + _shift(g, self.alignment) + q_lo
