@@ -188,27 +188,29 @@ def scaled_dot_product_attention(
     return AttentionWithWeightsAndLSE(out, weights, lse)
 
 
-_FUSED: dict[int, Any] = {}
+_KERNELS: dict[tuple[int, str], Any] = {}
+
+
+def _kernel(xp: Any, name: str) -> Any:
+    """The optional function ``name`` of the backend adapter for ``xp`` (looked up once)."""
+    key = (id(xp), name)
+    if key not in _KERNELS:
+        from . import backends
+
+        backend = backends.name_or_none(xp)
+        _KERNELS[key] = None if backend is None else getattr(backends.load(backend), name, None)
+    return _KERNELS[key]
 
 
 def _fused(p: Problem) -> Any:
     """A backend's fused kernel where its semantics match exactly, else None."""
-    kernel = _FUSED.get(id(p.xp), _FUSED)
-    if kernel is _FUSED:  # first call with this namespace: look the adapter up once
-        from . import backends
-
-        name = backends.name_or_none(p.xp)
-        kernel = None if name is None else getattr(backends.load(name), "fused_attention", None)
-        _FUSED[id(p.xp)] = kernel
+    kernel = _kernel(p.xp, "fused_attention")
     return None if kernel is None else kernel(p)
 
 
 def _block_kernel(p: Problem) -> Any:
     """A backend's fused kernel for one block of the generic executor, or None."""
-    from . import backends
-
-    name = backends.name_or_none(p.xp)
-    return None if name is None else getattr(backends.load(name), "block_attention", None)
+    return _kernel(p.xp, "block_attention")
 
 
 def _finish(p: Problem, x: Any, last: int) -> Any:
