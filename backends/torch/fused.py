@@ -32,6 +32,8 @@ def fused_attention(p: Any) -> Any:
     import torch
     import torch.nn.functional as F
 
+    from attnkit.dense import zero_dead_keys
+
     if p.dropout_p > 0 or p.score_mod is not None or p.L == 0 or p.S == 0:
         return None
     causal = _plain_causal(p)
@@ -40,17 +42,16 @@ def fused_attention(p: Any) -> Any:
     if causal and p.mask is not None:
         return None
     q, k, v, mask = p.query, p.key, p.value, p.mask
+    if mask is not None:  # the generic path's guard, in the GQA layout it was written for
+        allowed = mask if mask.dtype == torch.bool else mask != -torch.inf
+        k, v = zero_dead_keys(p.xp, k, v, allowed)
     if p.gqa_groups > 1:  # back from (..., Hkv, G, L, E) to (..., Hq, L, E); SDPA groups itself
         q = q.reshape(*q.shape[:-4], q.shape[-4] * q.shape[-3], *q.shape[-2:])
         k, v = k.squeeze(-3), v.squeeze(-3)
         if mask is not None:
             mask = mask.reshape(*mask.shape[:-4], mask.shape[-4] * mask.shape[-3], *mask.shape[-2:])
-    if mask is not None:
-        allowed = mask if mask.dtype == torch.bool else mask != -torch.inf
-        alive = allowed.any(dim=-2, keepdim=True).transpose(-1, -2)  # (..., S|1, 1)
-        k, v = torch.where(alive, k, 0.0), torch.where(alive, v, 0.0)
-        if mask.dtype != torch.bool and mask.dtype != q.dtype:
-            mask = mask.to(q.dtype)
+    if mask is not None and mask.dtype != torch.bool and mask.dtype != q.dtype:
+        mask = mask.to(q.dtype)
     batch = -3 if p.gqa_groups > 1 else -2  # with GQA the head axes differ by design
     if k.shape[:-2] != v.shape[:-2] or q.shape[:batch] != k.shape[:batch]:
         return None  # leave broadcasting leading dims to the generic path

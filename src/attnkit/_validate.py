@@ -80,19 +80,7 @@ def _namespace(name: str, x: Any) -> Any:
 def _check_window(window: Any) -> Any:
     if window is None or isinstance(window, Mask):
         return window  # an attnkit.masks mask (e.g. sliding_window) is taken as it is
-    sides = (window, window) if _is_int(window) else window
-    if not (isinstance(sides, tuple | list) and len(sides) == 2):
-        raise ParameterError(
-            f"window must be None, an int W (meaning (W, W)) or a pair (left, right), got "
-            f"{window!r}; query i then sees keys i-left .. i+right."
-        )
-    for side_name, side in zip(("left", "right"), sides, strict=True):
-        if side is not None and (not _is_int(side) or side < 0):
-            raise ParameterError(
-                f"window {side_name} side must be a non-negative int or None (unbounded), got "
-                f"{side!r} in window={window!r}; for FlashAttention's -1 pass None."
-            )
-    return tuple(None if side is None else int(side) for side in sides)
+    return masks.window_sides(window)
 
 
 def _is_int(value: Any) -> bool:

@@ -32,9 +32,12 @@ from .softmax import softmax_parts
 __all__ = [
     "DEFAULT_BLOCK_BUDGET",
     "Prepared",
+    "apply_dropout",
     "blocked_attention",
     "choose_block_size",
+    "empty_result",
     "prepare_operands",
+    "zero_dead_keys",
 ]
 
 #: Score elements one query block may hold (x 4 bytes in float32): 2**22 is 16 MiB, which
@@ -75,24 +78,50 @@ def prepare_operands(p: Problem) -> Prepared:
         else:
             additive = p.mask if p.mask.dtype == cd else xp.astype(p.mask, cd)
             allowed_mask = additive != -math.inf
-        alive = xp.any(allowed_mask, axis=-2, keepdims=True)  # (..., 1, S|1)
-        alive = xp.matrix_transpose(alive)  # (..., S|1, 1)
-        k = xp.where(alive, k, 0.0)
-        v = xp.where(alive, v, 0.0)
+        k, v = zero_dead_keys(xp, k, v, allowed_mask)
     if p.structure is not None:  # padding declared by a structured mask
         alive = p.structure.key_alive(xp, p.device, p.geometry)  # (..., 1, S) or None
         if alive is not None:
             if p.gqa_groups > 1:
                 alive = gqa_mask(xp, alive, p.gqa_groups)
-            alive = xp.matrix_transpose(alive)  # (..., S, 1)
-            k = xp.where(alive, k, 0.0)
-            v = xp.where(alive, v, 0.0)
+            k, v = zero_dead_keys(xp, k, v, alive)
     shapes = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
     if p.mask is not None:
         shapes.append(p.mask.shape[:-2])
     lead = broadcast_shapes(*shapes)
     assert lead is not None, "validated shapes must broadcast"
     return Prepared(q, k, v, allowed_mask, additive, lead, {})
+
+
+def zero_dead_keys(xp: Any, key: Any, value: Any, allowed: Any) -> tuple[Any, Any]:
+    """Key and value with zeros on the columns no row of ``allowed`` (..., L|1, S|1) may
+    attend, so NaN or inf stored there cannot leak through 0 * NaN in the products."""
+    alive = xp.any(allowed, axis=-2, keepdims=True)  # (..., 1, S|1)
+    alive = xp.matrix_transpose(alive)  # (..., S|1, 1)
+    return xp.where(alive, key, 0.0), xp.where(alive, value, 0.0)
+
+
+def empty_result(
+    p: Problem, lead: tuple[int, ...], rows: int, need_weights: bool
+) -> tuple[Any, Any, Any]:
+    """(out 0, weights 0 or None, lse -inf) for ``rows`` query rows with no key in reach."""
+    xp, cd = p.xp, p.compute_dtype
+    out = xp.zeros((*lead, rows, p.Ev), dtype=cd, device=p.device)
+    lse = xp.full((*lead, rows), -math.inf, dtype=cd, device=p.device)
+    weights = xp.zeros((*lead, rows, p.S), dtype=cd, device=p.device) if need_weights else None
+    return out, weights, lse
+
+
+def apply_dropout(p: Problem, weights: Any, stream: int) -> Any:
+    """Weights with dropout applied (survivors scaled by 1 / (1 - p)), drawn from the
+    backend adapter; ``stream`` numbers the draws of one call (one per block)."""
+    from . import backends
+
+    keep_prob = 1.0 - p.dropout_p
+    keep = backends.for_namespace(p.xp).dropout_keep(
+        p.rng, tuple(weights.shape), keep_prob, like=weights, stream=stream
+    )
+    return p.xp.where(keep, weights / keep_prob, 0.0)
 
 
 #: The fixed cost of one block (Python dispatch of a few dozen array calls), expressed in
@@ -195,12 +224,7 @@ def attend_block(
     rows = q_hi - q_lo
     t = block_tile(p, q_lo, q_hi)
     if t is None:  # no key in reach: an empty block
-        out = xp.zeros((*ops.lead, rows, p.Ev), dtype=p.compute_dtype, device=p.device)
-        lse = xp.full((*ops.lead, rows), -math.inf, dtype=p.compute_dtype, device=p.device)
-        weights = None
-        if need_weights:
-            weights = xp.zeros((*ops.lead, rows, p.S), dtype=p.compute_dtype, device=p.device)
-        return out, weights, lse
+        return empty_result(p, ops.lead, rows, need_weights)
     q = ops.query[..., q_lo:q_hi, :]  # (..., Bq, E)
     k = _select_rows(xp, ops.key, t.ranges)  # (..., Sk, E)
     v = _select_rows(xp, ops.value, t.ranges)  # (..., Sk, Ev)
@@ -221,13 +245,7 @@ def attend_block(
         return out, None, lse
     weights = e / denom
     if p.dropout_p > 0:
-        from . import backends
-
-        keep_prob = 1.0 - p.dropout_p
-        keep = backends.for_namespace(xp).dropout_keep(
-            p.rng, tuple(weights.shape), keep_prob, like=weights, stream=stream
-        )
-        weights = xp.where(keep, weights / keep_prob, 0.0)
+        weights = apply_dropout(p, weights, stream)
     out = weights @ v  # (..., Bq, Ev)
     if need_weights:
         weights = scatter_columns(xp, weights, t.ranges, p.S, p.device)  # (..., Bq, S)
@@ -261,12 +279,7 @@ def blocked_attention(
     xp = p.xp
     ops = prepare_operands(p)
     if p.L == 0:
-        out = xp.zeros((*ops.lead, 0, p.Ev), dtype=p.compute_dtype, device=p.device)
-        lse = xp.zeros((*ops.lead, 0), dtype=p.compute_dtype, device=p.device)
-        weights = None
-        if need_weights:
-            weights = xp.zeros((*ops.lead, 0, p.S), dtype=p.compute_dtype, device=p.device)
-        return out, weights, lse
+        return empty_result(p, ops.lead, 0, need_weights)
     rows = block_size or choose_block_size(p, ops.lead)
     outs, weights, lses = [], [], []
     for stream, q_lo in enumerate(range(0, p.L, rows)):

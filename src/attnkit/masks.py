@@ -24,6 +24,7 @@ piece by piece. Mask kinds (x = may attend, L = S = 6 shown)::
 from __future__ import annotations
 
 import math
+import numbers
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ __all__ = [
     "key_padding",
     "segments",
     "sliding_window",
+    "window_sides",
 ]
 
 Ranges = list[tuple[int, int]]
@@ -325,6 +327,32 @@ def causal(alignment: str = "top_left") -> Mask:
     return _Window(None, 0, _check_alignment(alignment))
 
 
+def _is_int(value: Any) -> bool:
+    return type(value) is int or (
+        isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    )
+
+
+def window_sides(window: Any) -> tuple[int | None, int | None]:
+    """``(left, right)`` from an int W (meaning (W, W)) or a pair; None = unbounded side."""
+    sides = (window, window) if _is_int(window) else window
+    if not (isinstance(sides, tuple | list) and len(sides) == 2):
+        raise ParameterError(
+            f"window must be None, an int W (meaning (W, W)) or a pair (left, right), got "
+            f"{window!r}; query i then sees keys i-left .. i+right."
+        )
+    for side_name, side in zip(("left", "right"), sides, strict=True):
+        if side is not None and (not _is_int(side) or side < 0):
+            raise ParameterError(
+                f"window {side_name} side must be a non-negative int or None (unbounded), got "
+                f"{side!r} in window={window!r}; for FlashAttention's -1 pass None."
+            )
+    return (
+        None if sides[0] is None else int(sides[0]),
+        None if sides[1] is None else int(sides[1]),
+    )
+
+
 def sliding_window(
     window: int | tuple[int | None, int | None], alignment: str = "top_left"
 ) -> Mask:
@@ -332,17 +360,8 @@ def sliding_window(
 
     ``sliding_window((W, 0))`` is a causal window of W previous keys plus the current one.
     """
-    if isinstance(window, int) and not isinstance(window, bool):
-        window = (window, window)
-    if not (isinstance(window, tuple | list) and len(window) == 2) or any(
-        side is not None and (not isinstance(side, int) or isinstance(side, bool) or side < 0)
-        for side in window
-    ):
-        raise ParameterError(
-            f"window must be an int W or a pair (left, right) of non-negative ints or None, "
-            f"got {window!r}."
-        )
-    return _Window(window[0], window[1], _check_alignment(alignment))
+    left, right = window_sides(window)
+    return _Window(left, right, _check_alignment(alignment))
 
 
 @dataclass(frozen=True)

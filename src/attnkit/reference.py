@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._validate import Problem
-from .dense import allowed_in_tile, prepare_operands
+from .dense import allowed_in_tile, apply_dropout, prepare_operands
 from .masks import Tile
 from .score_mods import apply_score_mod
 from .softmax import masked_softmax
@@ -38,12 +38,6 @@ def reference_attention(p: Problem) -> tuple[Any, Any, Any]:
     allowed = allowed_in_tile(p, ops, tile) if p.S else None  # (..., L, S) or None
     weights, lse = masked_softmax(xp, scores, allowed)  # (..., L, S), (..., L)
     if p.dropout_p > 0:
-        from . import backends
-
-        keep_prob = 1.0 - p.dropout_p
-        keep = backends.for_namespace(xp).dropout_keep(
-            p.rng, tuple(weights.shape), keep_prob, like=weights, stream=0
-        )
-        weights = xp.where(keep, weights / keep_prob, 0.0)
+        weights = apply_dropout(p, weights, stream=0)
     out = weights @ ops.value  # (..., L, Ev)
     return out, weights, lse
