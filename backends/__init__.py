@@ -21,6 +21,13 @@ imports its framework lazily and exposes the same functions:
 ``make_rng(seed)``                a fresh generator for ``seed``.
 ``synchronize(x)``                wait until ``x`` is computed (for timing).
 ``install_hint``                  the pip command that installs the framework.
+``normal(rng, shape, *, dtype, device=None)``
+                                  standard normal draws (``dtype`` is the namespace's
+                                  dtype object; NumPy and array-api-strict draw in
+                                  float64 and cast, so they agree for one seed).
+``uniform(rng, shape, low, high, *, dtype, device=None)``
+                                  uniform draws on ``[low, high)``.
+``split_rng(rng, n)``             ``n`` independent generators (keys) from ``rng``.
 
 Optionally, ``fused_attention(problem)``: the framework's own kernel for the cases where
 its semantics equal attnkit's exactly, returning None elsewhere (``impl="auto"``).
@@ -34,7 +41,7 @@ from typing import Any
 
 import array_api_compat as _aac
 
-__all__ = ["NAMES", "for_namespace", "load", "name_of", "name_or_none"]
+__all__ = ["NAMES", "for_namespace", "for_rng", "load", "name_of", "name_or_none"]
 
 #: Every backend attnkit ships an adapter for, in the order tables list them.
 NAMES: tuple[str, ...] = ("numpy", "torch", "jax", "strict")
@@ -80,3 +87,23 @@ def name_or_none(xp: Any) -> str | None:
 def for_namespace(xp: Any) -> ModuleType:
     """The adapter module for the array namespace ``xp``."""
     return load(name_of(xp))
+
+
+def for_rng(rng: Any) -> ModuleType:
+    """The adapter whose generator type ``rng`` is: a NumPy ``Generator`` (the NumPy
+    adapter; array-api-strict takes the same generator), a ``torch.Generator`` or a JAX key.
+    Raises ``attnkit.ArgumentTypeError`` for anything else."""
+    from attnkit._shapes import type_name
+    from attnkit.errors import ArgumentTypeError
+
+    root = type(rng).__module__.split(".")[0]
+    name = {"numpy": "numpy", "torch": "torch", "jax": "jax", "jaxlib": "jax"}.get(root)
+    if name is not None:
+        adapter = load(name)
+        adapter.check_rng(rng)
+        return adapter
+    raise ArgumentTypeError(
+        f"rng must be a numpy.random.Generator, a torch.Generator or a JAX PRNG key, got "
+        f"{type_name(rng)}; create one with numpy.random.default_rng(seed), "
+        "torch.Generator().manual_seed(seed) or jax.random.key(seed)."
+    )

@@ -15,8 +15,11 @@ __all__ = [
     "from_numpy",
     "install_hint",
     "make_rng",
+    "normal",
+    "split_rng",
     "synchronize",
     "to_numpy",
+    "uniform",
 ]
 
 NAME = "jax"
@@ -84,3 +87,28 @@ def make_rng(seed: int) -> Any:
 def synchronize(x: Any) -> None:
     if hasattr(x, "block_until_ready"):
         x.block_until_ready()
+
+
+def normal(rng: Any, shape: tuple[int, ...], *, dtype: Any, device: Any = None) -> Any:
+    """Standard normal draws of ``shape`` from the key ``rng``."""
+    import jax
+
+    out = jax.random.normal(rng, shape, dtype)
+    return out if device is None else jax.device_put(out, device)
+
+
+def uniform(
+    rng: Any, shape: tuple[int, ...], low: float, high: float, *, dtype: Any, device: Any = None
+) -> Any:
+    """Uniform draws on ``[low, high)`` of ``shape`` from the key ``rng``."""
+    import jax
+
+    out = jax.random.uniform(rng, shape, dtype, low, high)
+    return out if device is None else jax.device_put(out, device)
+
+
+def split_rng(rng: Any, n: int) -> list[Any]:
+    """``n`` independent keys (``jax.random.split``)."""
+    import jax
+
+    return list(jax.random.split(rng, n))

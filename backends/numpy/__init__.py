@@ -15,8 +15,11 @@ __all__ = [
     "from_numpy",
     "install_hint",
     "make_rng",
+    "normal",
+    "split_rng",
     "synchronize",
     "to_numpy",
+    "uniform",
 ]
 
 NAME = "numpy"
@@ -67,3 +70,20 @@ def make_rng(seed: int) -> Any:
 
 def synchronize(x: Any) -> None:
     return None
+
+
+def normal(rng: Any, shape: tuple[int, ...], *, dtype: Any, device: Any = None) -> Any:
+    """Standard normal draws of ``shape`` (drawn in float64, then cast to ``dtype``)."""
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def uniform(
+    rng: Any, shape: tuple[int, ...], low: float, high: float, *, dtype: Any, device: Any = None
+) -> Any:
+    """Uniform draws on ``[low, high)`` of ``shape`` (float64, then cast to ``dtype``)."""
+    return rng.uniform(low, high, shape).astype(dtype)
+
+
+def split_rng(rng: Any, n: int) -> list[Any]:
+    """``n`` independent generators spawned from ``rng`` (``Generator.spawn``)."""
+    return list(rng.spawn(n))

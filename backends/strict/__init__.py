@@ -19,8 +19,11 @@ __all__ = [
     "from_numpy",
     "install_hint",
     "make_rng",
+    "normal",
+    "split_rng",
     "synchronize",
     "to_numpy",
+    "uniform",
 ]
 
 NAME = "strict"
@@ -75,3 +78,25 @@ def make_rng(seed: int) -> Any:
 
 def synchronize(x: Any) -> None:
     return None
+
+
+def normal(rng: Any, shape: tuple[int, ...], *, dtype: Any, device: Any = None) -> Any:
+    """Standard normal draws of ``shape``, drawn with NumPy in float64 (as the NumPy
+    adapter draws them, so both give the same numbers for the same seed)."""
+    import array_api_strict as xp
+
+    return xp.asarray(rng.standard_normal(shape), dtype=dtype, device=device)
+
+
+def uniform(
+    rng: Any, shape: tuple[int, ...], low: float, high: float, *, dtype: Any, device: Any = None
+) -> Any:
+    """Uniform draws on ``[low, high)`` of ``shape``, drawn with NumPy in float64."""
+    import array_api_strict as xp
+
+    return xp.asarray(rng.uniform(low, high, shape), dtype=dtype, device=device)
+
+
+def split_rng(rng: Any, n: int) -> list[Any]:
+    """``n`` independent generators spawned from ``rng`` (``Generator.spawn``)."""
+    return list(rng.spawn(n))

@@ -17,8 +17,11 @@ __all__ = [
     "fused_attention",
     "install_hint",
     "make_rng",
+    "normal",
+    "split_rng",
     "synchronize",
     "to_numpy",
+    "uniform",
 ]
 
 NAME = "torch"
@@ -101,3 +104,30 @@ def block_attention(q: Any, k: Any, v: Any, mask: Any) -> Any:
     from .fused import supported
 
     return block(q, k, v, mask) if supported() else None
+
+
+def normal(rng: Any, shape: tuple[int, ...], *, dtype: Any, device: Any = None) -> Any:
+    """Standard normal draws of ``shape`` on ``device`` (default: the generator's)."""
+    import torch
+
+    device = rng.device if device is None else device
+    return torch.randn(shape, generator=rng, dtype=dtype, device=device)
+
+
+def uniform(
+    rng: Any, shape: tuple[int, ...], low: float, high: float, *, dtype: Any, device: Any = None
+) -> Any:
+    """Uniform draws on ``[low, high)`` of ``shape`` on ``device`` (default: the generator's)."""
+    import torch
+
+    device = rng.device if device is None else device
+    out = torch.empty(shape, dtype=dtype, device=device)
+    return out.uniform_(low, high, generator=rng)
+
+
+def split_rng(rng: Any, n: int) -> list[Any]:
+    """``n`` generators on ``rng``'s device, seeded from draws of ``rng``."""
+    import torch
+
+    seeds = torch.randint(0, 2**62, (n,), generator=rng, device=rng.device).tolist()
+    return [torch.Generator(device=rng.device).manual_seed(int(s)) for s in seeds]
