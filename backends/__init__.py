@@ -27,6 +27,7 @@ imports its framework lazily and exposes the same functions:
                                   float64 and cast, so they agree for one seed).
 ``uniform(rng, shape, low, high, *, dtype, device=None)``
                                   uniform draws on ``[low, high)``.
+``namespace()``                   the backend's array-API namespace.
 ``split_rng(rng, n)``             ``n`` independent generators (keys) from ``rng``.
 
 Optionally, ``fused_attention(problem)``: the framework's own kernel for the cases where

@@ -15,6 +15,7 @@ __all__ = [
     "from_numpy",
     "install_hint",
     "make_rng",
+    "namespace",
     "normal",
     "split_rng",
     "synchronize",
@@ -112,3 +113,10 @@ def split_rng(rng: Any, n: int) -> list[Any]:
     import jax
 
     return list(jax.random.split(rng, n))
+
+
+def namespace() -> Any:
+    """The array-API namespace of this backend (``jax.numpy``)."""
+    import jax.numpy as xp
+
+    return xp

@@ -19,6 +19,7 @@ __all__ = [
     "from_numpy",
     "install_hint",
     "make_rng",
+    "namespace",
     "normal",
     "split_rng",
     "synchronize",
@@ -100,3 +101,10 @@ def uniform(
 def split_rng(rng: Any, n: int) -> list[Any]:
     """``n`` independent generators spawned from ``rng`` (``Generator.spawn``)."""
     return list(rng.spawn(n))
+
+
+def namespace() -> Any:
+    """The array-API namespace of this backend (``array_api_strict``)."""
+    import array_api_strict as xp
+
+    return xp

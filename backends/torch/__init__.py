@@ -17,6 +17,7 @@ __all__ = [
     "fused_attention",
     "install_hint",
     "make_rng",
+    "namespace",
     "normal",
     "split_rng",
     "synchronize",
@@ -131,3 +132,10 @@ def split_rng(rng: Any, n: int) -> list[Any]:
 
     seeds = torch.randint(0, 2**62, (n,), generator=rng, device=rng.device).tolist()
     return [torch.Generator(device=rng.device).manual_seed(int(s)) for s in seeds]
+
+
+def namespace() -> Any:
+    """The array-API namespace of this backend (``array_api_compat.torch``)."""
+    import array_api_compat.torch as xp
+
+    return xp

@@ -1,0 +1,158 @@
+"""A functional, preallocated key/value cache for incremental decoding.
+
+Shape legend: ``...`` leading dims (batch), Hkv key/value heads, T the cache's capacity
+(``max_length``), L new positions per step, E key features, Ev value features.
+
+The cache is a named tuple of arrays, so it is a JAX pytree and can be carried through
+``jax.jit`` and ``jax.lax.scan``; ``length`` is a 0-d integer array (traced under jit).
+Nothing is modified in place: :func:`append_kv` returns a new cache. Writing at a traced
+offset uses only array-API operations (``take`` + ``where`` over the T slots), which costs
+O(T) per step, the same order as attending over the cache.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from array_api_compat import array_namespace
+from array_api_compat import device as _device
+
+from ._shapes import describe
+from .errors import DTypeError, ParameterError, ShapeError
+
+__all__ = ["KVCache", "append_kv", "cache_mask", "init_kv_cache"]
+
+
+class KVCache(NamedTuple):
+    """Preallocated keys and values and how many positions are filled.
+
+    ``key`` (..., Hkv, T, E), ``value`` (..., Hkv, T, Ev), ``length`` a 0-d integer
+    array: slots ``0 .. length - 1`` hold positions ``0 .. length - 1``.
+    """
+
+    key: Any
+    value: Any
+    length: Any
+
+    @property
+    def max_length(self) -> int:
+        """T, the number of slots."""
+        return self.key.shape[-2]
+
+
+def init_kv_cache(
+    batch_shape: tuple[int, ...],
+    num_kv_heads: int,
+    max_length: int,
+    head_dim: int,
+    value_dim: int | None = None,
+    *,
+    like: Any,
+) -> KVCache:
+    """An empty cache: zeros of ``(*batch_shape, num_kv_heads, max_length, head_dim)``
+    (values ``value_dim``, default ``head_dim``) in ``like``'s namespace, dtype and device."""
+    for name, v in (
+        ("num_kv_heads", num_kv_heads),
+        ("max_length", max_length),
+        ("head_dim", head_dim),
+    ):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ParameterError(f"{name} must be a positive int, got {v!r}.")
+    value_dim = head_dim if value_dim is None else value_dim
+    xp = array_namespace(like)
+    lead = (*tuple(batch_shape), num_kv_heads, max_length)
+    kw = {"dtype": like.dtype, "device": _device(like)}
+    return KVCache(
+        xp.zeros((*lead, head_dim), **kw),
+        xp.zeros((*lead, value_dim), **kw),
+        xp.asarray(0, dtype=xp.int32, device=_device(like)),
+    )
+
+
+def _concrete(length: Any) -> int | None:
+    """``int(length)`` when it is known (not traced under jit), else None."""
+    try:
+        return int(length)
+    except Exception:  # a JAX tracer: the bound is checked only outside jit
+        return None
+
+
+def append_kv(cache: KVCache, key: Any, value: Any) -> KVCache:
+    """Write ``key`` (..., Hkv, L, E) and ``value`` (..., Hkv, L, Ev) at slots
+    ``length .. length + L - 1``; return the new cache (the old one is unchanged).
+
+    Plain formula: ``cache.key[..., length:length + L, :] = key; length += L``.
+    Raises ``ShapeError`` if the shapes do not match the cache or (outside jit) the
+    cache would overflow.
+    """
+    if not isinstance(cache, KVCache):
+        raise ParameterError(
+            f"cache must be an attnkit.KVCache (from attnkit.init_kv_cache), got "
+            f"{type(cache).__name__}."
+        )
+    xp = array_namespace(cache.key, key, value)
+    for name, new, old in (("key", key, cache.key), ("value", value, cache.value)):
+        if new.shape[:-2] != old.shape[:-2] or new.shape[-1] != old.shape[-1]:
+            raise ShapeError(
+                f"new {name} must be (..., Hkv, L, {old.shape[-1]}) with (..., Hkv) = "
+                f"{tuple(old.shape[:-2])} like the cache; got {describe(name, new)} and "
+                f"cache.{name} {tuple(old.shape)}."
+            )
+        if new.dtype != old.dtype:
+            raise DTypeError(
+                f"new {name} has dtype {new.dtype} but the cache holds {old.dtype}; "
+                "create the cache with like= an array of the model's dtype."
+            )
+    L, T = key.shape[-2], cache.max_length
+    if value.shape[-2] != L:
+        raise ShapeError(f"new key has {L} positions but new value {value.shape[-2]}.")
+    if L == 0:
+        return cache
+    start = _concrete(cache.length)
+    if start is not None and start + L > T:
+        raise ShapeError(
+            f"the kv cache holds {T} positions; {start} are filled and {L} more do not fit. "
+            f"Create it with a larger max_length (at least {start + L})."
+        )
+    slot = xp.arange(T, device=_device(key))  # (T,)
+    src = slot - xp.astype(cache.length, slot.dtype)  # (T,) index into the new rows
+    fresh = (src >= 0) & (src < L)  # (T,)
+    src = xp.clip(src, 0, L - 1)
+
+    def write(new: Any, old: Any) -> Any:
+        placed = xp.take(new, src, axis=new.ndim - 2)  # (..., Hkv, T, E)
+        return xp.where(fresh[:, None], placed, old)
+
+    return KVCache(write(key, cache.key), write(value, cache.value), cache.length + L)
+
+
+def cache_mask(
+    length: Any,
+    L: int,
+    T: int,
+    *,
+    is_causal: bool,
+    window: tuple[int | None, int | None] | None,
+    xp: Any,
+    device: Any,
+) -> Any:
+    """bool (L, T): which cache slots each of L new queries may attend.
+
+    The queries sit at positions ``length .. length + L - 1`` (``length`` before the
+    append). Slots at or beyond ``length + L`` are empty and never attended; with
+    ``is_causal`` query p sees slots <= p; with ``window=(left, right)`` slots in
+    ``p - left .. p + right`` (None = unbounded).
+    """
+    start = xp.astype(xp.asarray(length, device=device), xp.int32)  # 0-d
+    q_pos = (xp.arange(L, dtype=xp.int32, device=device) + start)[:, None]  # (L, 1)
+    k_pos = xp.arange(T, dtype=xp.int32, device=device)[None, :]  # (1, T)
+    allowed = k_pos < start + L  # (1, T)
+    if is_causal:
+        allowed = allowed & (k_pos <= q_pos)  # (L, T)
+    if window is not None:
+        left, right = window
+        if left is not None:
+            allowed = allowed & (q_pos - k_pos <= left)
+        if right is not None:
+            allowed = allowed & (k_pos - q_pos <= right)
+    return xp.broadcast_to(allowed, (L, T))

@@ -1,0 +1,145 @@
+"""Rotary position embeddings (RoPE, Su et al. 2021), written once against the array API.
+
+Shape legend: ``...`` leading dims, H heads, L positions, E features per head, R the
+rotated features (``rotary_dim``, even, <= E; the remaining E - R pass through unchanged).
+
+Feature i (of the R rotated ones) pairs with a partner and is turned by the angle
+``position * base ** (-2 f / R)`` of its frequency f = 0 .. R/2 - 1. Two conventions:
+
+- ``interleaved=False`` ("half-split", GPT-NeoX, Llama in Hugging Face): feature f pairs
+  with f + R/2; ``rotate(x) = x * cos + rotate_half(x) * sin`` where
+  ``rotate_half([x1, x2]) = [-x2, x1]``.
+- ``interleaved=True`` (RoFormer, GPT-J, Meta's Llama): feature 2f pairs with 2f + 1.
+
+Both are the same rotation of different feature orders, so the scores q . k depend only
+on the position difference: ``rope(q, m) . rope(k, n)`` is a function of ``m - n``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from array_api_compat import array_namespace
+from array_api_compat import device as _device
+
+from ._shapes import broadcast_shapes as _broadcast
+from .errors import ParameterError, ShapeError
+
+__all__ = ["Rope", "apply_rope"]
+
+
+@dataclass(frozen=True)
+class Rope:
+    """How to rotate queries and keys: ``Rope(base=10000.0, interleaved=False, rotary_dim=None)``.
+
+    ``rotary_dim`` None rotates every feature; an even R < E rotates the first R only
+    (partial rotary, as GPT-NeoX's ``rotary_pct``). Hashable, so it can be a static
+    argument under ``jax.jit``.
+    """
+
+    base: float = 10000.0
+    interleaved: bool = False
+    rotary_dim: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.base, (int, float)) and math.isfinite(self.base)):
+            raise ParameterError(f"Rope base must be a finite number > 1, got {self.base!r}.")
+        if self.base <= 1:
+            raise ParameterError(f"Rope base must be > 1 (10000 is usual), got {self.base!r}.")
+        if not isinstance(self.interleaved, bool):
+            raise ParameterError(
+                f"Rope interleaved must be True or False, got {self.interleaved!r}."
+            )
+        r = self.rotary_dim
+        if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 2 or r % 2):
+            raise ParameterError(
+                f"Rope rotary_dim must be None (all features) or an even int >= 2, got {r!r}."
+            )
+
+
+def _dims(rope: Rope, x: Any) -> int:
+    E = x.shape[-1]
+    R = E if rope.rotary_dim is None else rope.rotary_dim
+    if R > E or R % 2:
+        raise ShapeError(
+            f"Rope rotates {R} features but the input has {E} on its last axis "
+            f"(shape {tuple(x.shape)}); rotary_dim must be even and <= {E}"
+            + (" (E is odd: set rotary_dim to an even number below it)." if E % 2 else ".")
+        )
+    return R
+
+
+def apply_rope(x: Any, positions: Any = 0, rope: Rope | None = None) -> Any:
+    """Rotate ``x`` (..., L, E) by its positions: RoPE.
+
+    Args:
+        x: (..., L, E) queries or keys, heads anywhere in ``...`` (usually (..., H, L, E)).
+        positions: the absolute position of each of the L rows: an int offset (rows are
+            ``offset, offset + 1, ...``), a 0-d integer array (traced under ``jax.jit``,
+            e.g. a kv cache's length), or an integer array broadcastable to (..., L) of
+            explicit positions (left padding, packed sequences).
+        rope: a :class:`Rope`; default ``Rope()`` (base 10000, half-split, all features).
+
+    Returns:
+        (..., L, E) in ``x``'s dtype; the angles are computed in float32 for 16-bit
+        inputs and in ``x``'s dtype otherwise.
+
+    Plain formula (half-split, R = E)::
+
+        inv_freq = base ** (-arange(0, R, 2) / R)             # (R/2,)
+        theta = positions[..., None] * inv_freq               # (..., L, R/2)
+        cos, sin = cos(concat([theta, theta])), sin(concat([theta, theta]))
+        out = x * cos + concat([-x[..., R/2:], x[..., :R/2]]) * sin
+    """
+    rope = Rope() if rope is None else rope
+    if not isinstance(rope, Rope):
+        raise ParameterError(f"rope must be an attnkit.Rope, got {type(rope).__name__}.")
+    xp = array_namespace(x)
+    if x.ndim < 2:
+        raise ShapeError(
+            f"apply_rope needs x of rank >= 2 (..., L, E), got shape {tuple(x.shape)}."
+        )
+    R = _dims(rope, x)
+    L = x.shape[-2]
+    low = x.dtype in (getattr(xp, "float16", None), getattr(xp, "bfloat16", None))
+    cdt = xp.float32 if low else x.dtype
+    device = _device(x)
+    half = R // 2
+    inv_freq = rope.base ** (-(xp.arange(half, dtype=cdt, device=device) * 2) / R)  # (R/2,)
+    if isinstance(positions, int) and not isinstance(positions, bool):
+        pos = xp.arange(L, dtype=cdt, device=device) + positions  # (L,)
+    else:
+        pos = xp.asarray(positions, device=device)
+        if pos.ndim == 0:
+            pos = xp.arange(L, dtype=cdt, device=device) + xp.astype(pos, cdt)  # (L,)
+        elif pos.shape[-1] not in (1, L) or _broadcast(pos.shape, x.shape[:-1]) is None:
+            raise ShapeError(
+                f"positions has shape {tuple(pos.shape)} but x has L={L} rows "
+                f"(shape {tuple(x.shape)}); give one position per row, of a shape that "
+                f"broadcasts to {tuple(x.shape[:-1])}."
+            )
+        else:
+            pos = xp.astype(pos, cdt)
+    theta = pos[..., None] * inv_freq  # (..., L, R/2)
+    cos, sin = xp.cos(theta), xp.sin(theta)
+    xr = xp.astype(x[..., :R], cdt)
+    if rope.interleaved:
+        lead = xr.shape[:-1]
+        pairs = xp.reshape(xr, (*lead, half, 2))  # (..., L, R/2, 2)
+        a, b = pairs[..., 0], pairs[..., 1]
+        rot = xp.stack([a * cos - b * sin, a * sin + b * cos], axis=-1)  # (..., L, R/2, 2)
+        rot = xp.reshape(rot, (*rot.shape[:-2], R))  # (..., L, R)
+    else:
+        a, b = xr[..., :half], xr[..., half:]
+        rot = xp.concat([a * cos - b * sin, b * cos + a * sin], axis=-1)  # (..., L, R)
+    rot = xp.astype(rot, x.dtype)
+    if R == x.shape[-1]:
+        return rot
+    rest = x[..., R:]
+    if rot.shape[:-1] != rest.shape[:-1]:  # positions broadcast against x's leading dims
+        lead = _broadcast(rot.shape[:-1], rest.shape[:-1])
+        rot = xp.broadcast_to(rot, (*lead, R))
+        rest = xp.broadcast_to(rest, (*lead, x.shape[-1] - R))
+    return xp.concat([rot, rest], axis=-1)  # (..., L, E)
