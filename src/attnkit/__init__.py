@@ -11,7 +11,9 @@ executor), :mod:`attnkit.reference` (the plain formula), :mod:`attnkit.softmax`,
 :mod:`attnkit.masks` (structured masks: causal, windows, padding, documents, global
 tokens, BigBird, block-sparse), :mod:`attnkit.score_mods` (ALiBi, soft-capping),
 :mod:`attnkit.merge`
-(log-sum-exp merging), :mod:`attnkit.errors`, :mod:`attnkit.cli`.
+(log-sum-exp merging), :mod:`attnkit.multi_head` (projections, heads, GQA),
+:mod:`attnkit.multi_head_init`, :mod:`attnkit.rope` (rotary embeddings),
+:mod:`attnkit.kv_cache` (incremental decoding), :mod:`attnkit.errors`, :mod:`attnkit.cli`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ from .errors import (
     ParameterError,
     ShapeError,
 )
+from .kv_cache import KVCache, append_kv, init_kv_cache
 from .merge import merge_partials
+from .multi_head import MultiHeadOutput, MultiHeadParams, multi_head_attention
+from .multi_head_init import init_multi_head_params
+from .rope import Rope, apply_rope
 
 __version__ = "0.1.0"
 
@@ -44,12 +50,21 @@ __all__ = [
     "AttnkitError",
     "DTypeError",
     "DeviceMismatchError",
+    "KVCache",
+    "MultiHeadOutput",
+    "MultiHeadParams",
     "NamespaceMismatchError",
     "ParameterError",
+    "Rope",
     "ShapeError",
     "__version__",
+    "append_kv",
+    "apply_rope",
+    "init_kv_cache",
+    "init_multi_head_params",
     "masks",
     "merge_partials",
+    "multi_head_attention",
     "scaled_dot_product_attention",
     "score_mods",
 ]
