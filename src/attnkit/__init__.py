@@ -13,12 +13,13 @@ tokens, BigBird, block-sparse), :mod:`attnkit.score_mods` (ALiBi, soft-capping),
 :mod:`attnkit.merge`
 (log-sum-exp merging), :mod:`attnkit.multi_head` (projections, heads, GQA),
 :mod:`attnkit.multi_head_init`, :mod:`attnkit.rope` (rotary embeddings),
-:mod:`attnkit.kv_cache` (incremental decoding), :mod:`attnkit.errors`, :mod:`attnkit.cli`.
+:mod:`attnkit.kv_cache` (incremental decoding), :mod:`attnkit.approx` (Linformer,
+Performer, Nystromformer), :mod:`attnkit.errors`, :mod:`attnkit.cli`.
 """
 
 from __future__ import annotations
 
-from . import masks, score_mods
+from . import approx, masks, score_mods
 from .attention import (
     AttentionWithLSE,
     AttentionWithWeights,
@@ -60,6 +61,7 @@ __all__ = [
     "__version__",
     "append_kv",
     "apply_rope",
+    "approx",
     "init_kv_cache",
     "init_multi_head_params",
     "masks",
