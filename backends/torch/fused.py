@@ -46,10 +46,11 @@ def fused_attention(p: Any) -> Any:
         allowed = mask if mask.dtype == torch.bool else mask != -torch.inf
         k, v = zero_dead_keys(p.xp, k, v, allowed)
     if p.gqa_groups > 1:  # back from (..., Hkv, G, L, E) to (..., Hq, L, E); SDPA groups itself
-        q = q.reshape(*q.shape[:-4], q.shape[-4] * q.shape[-3], *q.shape[-2:])
+        hkv, groups = q.shape[-4], q.shape[-3]
+        q = q.reshape(*q.shape[:-4], hkv * groups, *q.shape[-2:])
         k, v = k.squeeze(-3), v.squeeze(-3)
         if mask is not None:
-            mask = mask.reshape(*mask.shape[:-4], mask.shape[-4] * mask.shape[-3], *mask.shape[-2:])
+            mask = _merge_head_axes(mask, hkv, groups)
     if mask is not None and mask.dtype != torch.bool and mask.dtype != q.dtype:
         mask = mask.to(q.dtype)
     batch = -3 if p.gqa_groups > 1 else -2  # with GQA the head axes differ by design
@@ -58,6 +59,17 @@ def fused_attention(p: Any) -> Any:
     return F.scaled_dot_product_attention(
         q, k, v, attn_mask=mask, is_causal=causal, scale=p.scale, enable_gqa=p.gqa_groups > 1
     )
+
+
+def _merge_head_axes(mask: Any, hkv: int, groups: int) -> Any:
+    """A mask in the GQA layout (..., Hkv|1, G|1, L, S), or of lower rank, as
+    (..., Hq|1, L, S) for SDPA's own grouping."""
+    if mask.ndim < 4:
+        mask = mask.reshape((1,) * (4 - mask.ndim) + tuple(mask.shape))
+    lead, (a, b), tail = mask.shape[:-4], mask.shape[-4:-2], mask.shape[-2:]
+    if a == 1 and b == 1:
+        return mask.squeeze(-3)  # (..., 1, L, S)
+    return mask.expand(*lead, hkv, groups, *tail).reshape(*lead, hkv * groups, *tail)
 
 
 def _plain_causal(p: Any) -> bool:

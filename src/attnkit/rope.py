@@ -103,7 +103,11 @@ def apply_rope(x: Any, positions: Any = 0, rope: Rope | None = None) -> Any:
         )
     R = _dims(rope, x)
     L = x.shape[-2]
-    low = x.dtype in (getattr(xp, "float16", None), getattr(xp, "bfloat16", None))
+    # (not `x.dtype in (...)`: NumPy's dtype compares equal to None, meaning float64)
+    low = any(
+        d is not None and x.dtype == d
+        for d in (getattr(xp, "float16", None), getattr(xp, "bfloat16", None))
+    )
     cdt = xp.float32 if low else x.dtype
     device = _device(x)
     half = R // 2
