@@ -55,7 +55,7 @@ def packed_split(w: Any, num_heads: int, num_kv_heads: int | None, name: str) ->
     if w.ndim not in (1, 2) or rows % groups:
         raise ShapeError(
             f"{name} must have (num_heads + 2 * num_kv_heads) * head_dim = {groups} * E rows, "
-            f"got {describe(name, w)}; check num_heads={hq} and num_kv_heads={hkv}."
+            f"got {name} {describe(w)}; check num_heads={hq} and num_kv_heads={hkv}."
         )
     e = rows // groups
     return w[: hq * e, ...], w[hq * e : (hq + hkv) * e, ...], w[(hq + hkv) * e :, ...]
@@ -65,7 +65,7 @@ def _matrix(name: str, w: Any, rows: int | None, cols: int, why: str) -> int:
     if w is None or not hasattr(w, "shape") or w.ndim != 2:
         raise ShapeError(
             f"params.{name} must be a 2-D (out_features, in_features) array, got "
-            f"{describe(name, w) if hasattr(w, 'shape') else type_name(w)}."
+            f"{describe(w) if hasattr(w, 'shape') else type_name(w)}."
         )
     if (rows is not None and w.shape[0] != rows) or w.shape[1] != cols:
         want = f"({'?' if rows is None else rows}, {cols})"
@@ -105,7 +105,7 @@ def check_inputs(
         if not hasattr(x, "shape") or x.ndim < 2:
             raise ShapeError(
                 f"{name} must be an array of rank >= 2, (..., length, features); got "
-                f"{describe(name, x) if hasattr(x, 'shape') else type_name(x)}."
+                f"{describe(x) if hasattr(x, 'shape') else type_name(x)}."
             )
     arrays = [a for a in (query, key, value, *params) if a is not None]
     try:
@@ -142,8 +142,8 @@ def check_inputs(
         )
     if key.shape[-2] != value.shape[-2]:
         raise ShapeError(
-            f"key and value must have the same length S: {describe('key', key)}, "
-            f"{describe('value', value)}."
+            f"key and value must have the same length S: key {describe(key)}, "
+            f"value {describe(value)}."
         )
     for name, a in (
         ("key", key),
@@ -207,7 +207,7 @@ def combine_masks(
     kpm = key_padding_mask
     if kpm is not None:
         if not hasattr(kpm, "shape") or kpm.ndim < 1 or kpm.shape[-1] != s0:
-            got = describe("key_padding_mask", kpm) if hasattr(kpm, "shape") else type_name(kpm)
+            got = describe(kpm) if hasattr(kpm, "shape") else type_name(kpm)
             raise ShapeError(
                 f"key_padding_mask must be (..., S) with S={s0} keys (True = a real key), "
                 f"got {got}."

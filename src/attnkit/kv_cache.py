@@ -95,7 +95,7 @@ def append_kv(cache: KVCache, key: Any, value: Any) -> KVCache:
         if new.shape[:-2] != old.shape[:-2] or new.shape[-1] != old.shape[-1]:
             raise ShapeError(
                 f"new {name} must be (..., Hkv, L, {old.shape[-1]}) with (..., Hkv) = "
-                f"{tuple(old.shape[:-2])} like the cache; got {describe(name, new)} and "
+                f"{tuple(old.shape[:-2])} like the cache; got {name} {describe(new)} and "
                 f"cache.{name} {tuple(old.shape)}."
             )
         if new.dtype != old.dtype:
