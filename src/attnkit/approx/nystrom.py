@@ -51,7 +51,10 @@ def nystrom(
         num_landmarks: m <= min(L, S), the segments the queries and keys are averaged
             over (L and S need not be multiples of m: segments differ by at most one).
         pinv_iterations: iterations of the pseudo-inverse (the paper uses 6; about 20
-            make it exact to float64 rounding on well-conditioned A).
+            make it exact to float64 rounding on a well-conditioned A). More is not always
+            better: with an ill-conditioned A the truncated iteration acts as a
+            regularizer, and the exact pseudo-inverse can amplify noise (see
+            :func:`iterative_pinv`).
         key_padding_mask: bool (..., S), True = key may be attended, or
             ``attnkit.masks.key_padding(lengths)``. The key landmarks are then the
             segment means of the live keys only (split by their rank among the live
@@ -94,9 +97,13 @@ def iterative_pinv(a: Any, iterations: int = 6) -> Any:
     """The Moore-Penrose pseudo-inverse of each square matrix of ``a`` (..., m, m), by
     the iteration in the module docstring (Razavi et al. 2014, as in Nystromformer).
 
-    Converges to pinv(a) for any a (also singular: the iterates stay in the range of
-    a^T); the error shrinks by about 3.25x per step at first, then cubically. A zero
-    matrix gives 0."""
+    Converges to pinv(a) for any a (also singular: in exact arithmetic the iterates stay
+    in the range of a^T); the error shrinks by about 3.25x per step at first, then
+    cubically. A zero matrix gives 0. Rounding is not self-correcting when ``a`` is
+    (numerically) rank-deficient: once converged, the rounding error outside the range of
+    ``a`` grows about 3.25x per further step, so keep the iterations near what
+    convergence needs (the paper's 6; about 12 for a well-conditioned rank-deficient
+    6 x 6 in float64) rather than many more."""
     iterations = check_positive_int("iterations", iterations, "the paper uses 6")
     xp = aac.array_namespace(a)
     m = a.shape[-1]

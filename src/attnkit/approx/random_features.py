@@ -91,7 +91,7 @@ def orthonormal_rows(a: Any) -> Any:
         return xp.matrix_transpose(_gram_schmidt(a))
     q, r = linalg.qr(a)  # (..., E, E), (..., E, E)
     diag = linalg.diagonal(r) if hasattr(linalg, "diagonal") else _diagonal(xp, r)  # (..., E)
-    sign = xp.where(diag < 0, -1.0, 1.0)  # (..., E); a zero pivot keeps its column
+    sign = 1.0 - 2.0 * xp.astype(diag < 0, diag.dtype)  # (..., E) -1 or 1; a 0 pivot: 1
     return xp.matrix_transpose(q * sign[..., None, :])  # (..., E, E)
 
 
