@@ -1,7 +1,9 @@
 """PyTorch ``nn.Module`` wrappers: one thin adapter over attnkit's core.
 
-All the math is :func:`attnkit.scaled_dot_product_attention` and
-:func:`attnkit.multi_head_attention`; these classes only hold ``nn.Parameter``s, convert
+All the math is :func:`attnkit.scaled_dot_product_attention`,
+:func:`attnkit.multi_head_attention` and :mod:`attnkit.approx` (whose modules,
+``LinformerAttention``, ``PerformerAttention`` and ``NystromAttention``, live in
+``nn_approx.py`` and are re-exported here); these classes only hold ``nn.Parameter``s, convert
 PyTorch's conventions, and draw dropout from a ``torch.Generator``.
 
 Shape legend: B batch, L target length, S source length, D ``embed_dim``, Hq/Hkv heads.
@@ -18,7 +20,15 @@ import attnkit as ak
 from attnkit._mha_validate import check_heads
 from attnkit.errors import ParameterError, ShapeError
 
-__all__ = ["MultiheadAttention", "ScaledDotProductAttention"]
+from .nn_approx import LinformerAttention, NystromAttention, PerformerAttention
+
+__all__ = [
+    "LinformerAttention",
+    "MultiheadAttention",
+    "NystromAttention",
+    "PerformerAttention",
+    "ScaledDotProductAttention",
+]
 
 
 def _generator(module: nn.Module, like: torch.Tensor) -> torch.Generator:
