@@ -18,6 +18,7 @@ import array_api_compat as aac
 
 from . import backends
 from .attention import scaled_dot_product_attention
+from .multi_head import MultiHeadParams, multi_head_attention
 
 __all__ = ["EXAMPLES", "DemoRow", "multi_head_walkthrough", "run_demo"]
 
@@ -98,8 +99,12 @@ def _examples(adapter: Any, data: dict[str, Any], dtype: str) -> tuple[Any, Any]
     def single() -> Any:
         return scaled_dot_product_attention(a["q"], a["k"], a["v"])  # (B, L, Ev)
 
+    # The library's layer (nn.Linear layout, W.T), checked against the walk-through in float64
+    xp = aac.array_namespace(a["x"])
+    params = MultiHeadParams(*(xp.matrix_transpose(a[w]) for w in ("wq", "wk", "wv", "wo")))
+
     def heads() -> Any:
-        return multi_head_walkthrough(a["x"], a["wq"], a["wk"], a["wv"], a["wo"], HEADS)
+        return multi_head_attention(a["x"], params=params, num_heads=HEADS).output  # (B, L, D)
 
     return single, heads
 
