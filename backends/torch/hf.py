@@ -54,6 +54,8 @@ from typing import Any
 import attnkit as ak
 from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
 
+from .hf_mask import mask
+
 __all__ = [
     "GENERATOR_ATTRIBUTE",
     "HARMLESS_KWARGS",
@@ -147,13 +149,13 @@ def attention(
         ``(output (B, L, Hq, Ev), weights (B, Hq, L, S) or None)``, weights only when
         ``output_attentions`` is asked for.
     """
-    options = _read_kwargs(module, kwargs)
     if query.ndim != 4 or key.ndim != 4 or value.ndim != 4:
         raise ShapeError(
             f"the transformers attention takes query (B, Hq, L, E), key (B, Hkv, S, E) and "
             f"value (B, Hkv, S, Ev), got query {tuple(query.shape)}, key {tuple(key.shape)}, "
             f"value {tuple(value.shape)}."
         )
+    options = _read_kwargs(module, kwargs, tuple(query.shape[:3]))
     L = query.shape[-2]
     causal, window = False, None
     if attention_mask is None:
@@ -189,8 +191,9 @@ def attention(
     return out.transpose(1, 2).contiguous(), weights  # (B, L, Hq, Ev)
 
 
-def _read_kwargs(module: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The math-changing kwargs, validated; raise on anything unknown that is not None."""
+def _read_kwargs(module: Any, kwargs: dict[str, Any], bhl: tuple[int, int, int]) -> dict[str, Any]:
+    """The math-changing kwargs, validated for query (B, Hq, L, E); raise on anything
+    unknown that is not None."""
     kwargs = dict(kwargs)
     options: dict[str, Any] = {
         "is_causal": kwargs.pop("is_causal", None),
@@ -229,7 +232,7 @@ def _read_kwargs(module: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     for name in ("s_aux", "sinks"):
         sink = kwargs.pop(name, None)
         if sink is not None:
-            options["sinks"].append((name, sink))
+            options["sinks"].append(_sink_logits(name, sink, *bhl))
     for name, value in kwargs.items():
         if value is None or name in HARMLESS_KWARGS:
             continue
@@ -260,22 +263,23 @@ def _with_position_bias(attention_mask: Any, bias: Any) -> Any:
     return attention_mask + bias
 
 
-def _merge_sinks(out: Any, weights: Any, lse: Any, sinks: list[tuple[str, Any]]) -> tuple[Any, Any]:
+def _sink_logits(name: str, sink: Any, B: int, H: int, L: int) -> Any:
+    """A sink as logits (B|1, H, L|1): ``s_aux`` has one per head, ``sinks`` one per row."""
+    if name == "s_aux" and sink.numel() == H:
+        return sink.reshape(1, H, 1)
+    if name == "sinks" and sink.ndim == 4 and tuple(sink.shape[1:]) in ((H, L, 1), (H, 1, 1)):
+        if sink.shape[0] in (1, B):
+            return sink[..., 0]  # (B|1, H, L|1)
+    raise ShapeError(
+        f"{name} has shape {tuple(sink.shape)}; attnkit takes s_aux with one logit per query "
+        f"head ({H} values) and sinks of shape (B, H, L, 1) = {(B, H, L, 1)}."
+    )
+
+
+def _merge_sinks(out: Any, weights: Any, lse: Any, sinks: list[Any]) -> tuple[Any, Any]:
     """Attention with extra zero-value logits per row: each sink is one more piece of
     the softmax, with output 0 and log-sum-exp equal to its logit."""
-    B, H, L = lse.shape
-    logits = []
-    for name, sink in sinks:
-        if name == "s_aux" and sink.numel() == H:
-            sink = sink.reshape(1, H, 1)  # one logit per head
-        elif name == "sinks" and sink.ndim == 4 and sink.shape[-1] == 1:
-            sink = sink[..., 0]  # (B|1, H|1, L|1): one logit per row
-        else:
-            raise ShapeError(
-                f"{name} has shape {tuple(sink.shape)}; attnkit takes s_aux with one logit per "
-                f"query head ({H} values) and sinks of shape (B, H, L, 1) = {(B, H, L, 1)}."
-            )
-        logits.append(sink.to(lse.dtype).expand(B, H, L))
+    logits = [sink.to(lse.dtype).expand(lse.shape) for sink in sinks]  # (B, H, L) each
     zero = out.new_zeros(())  # a sink contributes no value
     pieces = [out] + [zero.expand(out.shape)] * len(logits)
     merged, total = ak.merge_partials(pieces, [lse, *logits])
@@ -302,64 +306,3 @@ def _dropout_rng(module: Any, like: Any) -> Any:
         return generator
     seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))
     return torch.Generator(device=like.device).manual_seed(seed)
-
-
-def mask(
-    batch_size: int,
-    q_length: int,
-    kv_length: int,
-    q_offset: Any = 0,
-    kv_offset: int = 0,
-    mask_function: Any = None,
-    attention_mask: Any = None,
-    local_size: int | None = None,
-    allow_is_causal_skip: bool = True,
-    allow_is_bidirectional_skip: bool = False,
-    **kwargs: Any,
-) -> Any:
-    """transformers' mask function for attnkit: sdpa's bool mask (B, 1, L, S), True = may
-    attend, or None where the attention is exactly causal with the last query on the last
-    key (q_offset + L == kv_offset + S), with no padding and no window or chunk in reach,
-    which :func:`attention` then computes as structured ``bottom_right`` causal attention.
-
-    sdpa also skips the mask for a static cache's prefill (top-left causal over a longer
-    buffer); attnkit materializes it there, so None always means bottom-right.
-    """
-    from transformers.masking_utils import causal_mask_function, sdpa_mask
-
-    if allow_is_causal_skip and _plainly_causal(
-        q_length, kv_length, q_offset, kv_offset, attention_mask, local_size
-    ):
-        return None
-    return sdpa_mask(
-        batch_size=batch_size,
-        q_length=q_length,
-        kv_length=kv_length,
-        q_offset=q_offset,
-        kv_offset=kv_offset,
-        mask_function=causal_mask_function if mask_function is None else mask_function,
-        attention_mask=attention_mask,
-        local_size=local_size,
-        allow_is_causal_skip=False,
-        allow_is_bidirectional_skip=allow_is_bidirectional_skip,
-        **kwargs,
-    )
-
-
-def _plainly_causal(
-    L: int, S: int, q_offset: Any, kv_offset: Any, padding: Any, local_size: int | None
-) -> bool:
-    """Whether the causal mask equals attnkit's bottom_right causal on these keys."""
-    import torch
-
-    if torch.compiler.is_compiling():
-        return False  # reading offsets or padding values would break the graph
-    q_offset, kv_offset = int(q_offset), int(kv_offset)
-    if q_offset + L != kv_offset + S:
-        return False  # a static cache's buffer, or queries not at the end of the keys
-    if local_size is not None and not (kv_offset == 0 and S < local_size):
-        return False  # a window or chunk boundary may be in reach
-    if padding is None:
-        return True
-    columns = padding[:, kv_offset : kv_offset + S]  # (B, S) bool, True = a real token
-    return columns.shape[-1] == S and bool(columns.all())
