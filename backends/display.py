@@ -38,7 +38,7 @@ def has_matplotlib() -> bool:
 class RichProgress:
     """A rich progress bar on stderr: ``with RichProgress(n) as p: p.start(d); p.done(d, r)``."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, label: str = "bench") -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -49,7 +49,7 @@ class RichProgress:
         )
 
         self._progress = Progress(
-            TextColumn("[bold]bench[/]"),
+            TextColumn(f"[bold]{label}[/]"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
@@ -73,6 +73,10 @@ class RichProgress:
     def done(self, description: str, outcome: str) -> None:
         """One more measurement finished: print its outcome above the bar."""
         self._progress.console.print(f"{description}: {outcome}", markup=False, highlight=False)
+        self._progress.advance(self._task)
+
+    def advance(self) -> None:
+        """One more step finished, nothing printed."""
         self._progress.advance(self._task)
 
 

@@ -1,4 +1,4 @@
-"""The ``attnkit`` command line: ``attnkit demo`` and ``attnkit bench``."""
+"""The ``attnkit`` command line: ``attnkit demo``, ``bench``, ``viz`` and ``verify``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import __version__, backends
+from . import __version__, backends, cli_verify, cli_viz
 
 __all__ = ["main"]
 
@@ -217,6 +217,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--repeats", type=_positive_int, default=5, help="timed runs (median)")
     demo.set_defaults(run=_demo)
     _add_bench(commands)
+    cli_viz.add_parser(commands)
+    cli_verify.add_parser(commands)
     return parser
 
 
