@@ -119,7 +119,8 @@ def head_grid(
     Args:
         weights: ``(H, L, S)``; leading axes of size 1 are dropped (a Hugging Face layer
             ``(1, H, L, S)`` works as it is).
-        tokens, key_tokens: as for :func:`heatmap` (shown when L, S <= 24).
+        tokens, key_tokens: as for :func:`heatmap` (labels shown when L, S <= 24 and
+            the grid has at most 8 columns).
         columns: panels per row (default: about sqrt(H)).
         names: H panel titles (default ``"head 0"``, ``"head 1"``, ...).
         color_scale: ``"linear"`` or ``"sqrt"``, as for :func:`heatmap`.
@@ -162,7 +163,8 @@ def overview(
     Args:
         weights: ``(N, H, L, S)`` or a list of N layers ``(H, L, S)`` (Hugging Face's
             ``output_attentions`` tuple of ``(1, H, L, S)`` works as it is).
-        tokens, key_tokens: as for :func:`heatmap` (shown when L, S <= 24).
+        tokens, key_tokens: as for :func:`heatmap` (labels shown when L, S <= 24 and
+            the grid has at most 8 columns).
         color_scale: ``"linear"`` or ``"sqrt"``, as for :func:`heatmap`.
 
     Returns:
