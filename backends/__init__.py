@@ -30,6 +30,10 @@ imports its framework lazily and exposes the same functions:
 ``namespace()``                   the backend's array-API namespace.
 ``split_rng(rng, n)``             ``n`` independent generators (keys) from ``rng``.
 
+Optionally, ``recompute_block(fn, *inputs)``: ``fn()`` run so that autodiff recomputes
+it in the backward pass (``torch.utils.checkpoint``, ``jax.checkpoint``) when ``inputs``
+are being differentiated; the blocked executor runs each block through it.
+
 Optionally, ``fused_attention(problem)``: the framework's own kernel for the cases where
 its semantics equal attnkit's exactly, returning None elsewhere (``impl="auto"``).
 """

@@ -17,6 +17,7 @@ __all__ = [
     "make_rng",
     "namespace",
     "normal",
+    "recompute_block",
     "split_rng",
     "synchronize",
     "to_numpy",
@@ -120,3 +121,14 @@ def namespace() -> Any:
     import jax.numpy as xp
 
     return xp
+
+
+def recompute_block(fn: Any, *inputs: Any) -> Any:
+    """``fn()`` under ``jax.checkpoint`` when traced (under ``jit``/``grad``), so that
+    reverse-mode autodiff recomputes the block instead of storing its scores; eagerly
+    evaluated blocks run as they are."""
+    import jax
+
+    if any(isinstance(x, jax.core.Tracer) for x in inputs):
+        return jax.checkpoint(fn)()
+    return fn()

@@ -19,6 +19,7 @@ __all__ = [
     "make_rng",
     "namespace",
     "normal",
+    "recompute_block",
     "split_rng",
     "synchronize",
     "to_numpy",
@@ -139,3 +140,15 @@ def namespace() -> Any:
     import array_api_compat.torch as xp
 
     return xp
+
+
+def recompute_block(fn: Any, *inputs: Any) -> Any:
+    """``fn()`` under ``torch.utils.checkpoint`` when autograd records it (an input needs
+    gradients): the block's scores are recomputed in the backward pass, not stored."""
+    import torch
+
+    if torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in inputs):
+        from torch.utils.checkpoint import checkpoint
+
+        return checkpoint(fn, use_reentrant=False)
+    return fn()

@@ -174,7 +174,12 @@ def scaled_dot_product_attention(
     if impl == "reference":
         out, weights, lse = reference_attention(problem)
     else:
-        out, weights, lse = blocked_attention(problem, return_weights, block_size)
+        # Without weights or dropout, autodiff may recompute each block in the backward
+        # pass instead of storing its (Bq, Sk) intermediates: backward memory then grows
+        # with the attended pairs too (a backend's optional ``recompute_block``).
+        plain = not return_weights and problem.dropout_p == 0
+        recompute = _kernel(problem.xp, "recompute_block") if plain else None
+        out, weights, lse = blocked_attention(problem, return_weights, block_size, recompute)
     out = _finish(problem, out, problem.Ev)
     if not (return_weights or return_lse):
         return out

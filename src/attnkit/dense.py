@@ -19,6 +19,7 @@ applied are the ones returned) and ``out = weights @ v``.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -212,23 +213,36 @@ def scatter_columns(xp: Any, w: Any, ranges: list[tuple[int, int]], S: int, devi
     return xp.concat(pieces, axis=-1)  # (..., Bq, S)
 
 
+def block_plan(p: Problem, ops: Prepared, q_lo: int, q_hi: int) -> tuple[Any, Any]:
+    """(tile, allowed): the block's key ranges and its bool mask (..., Bq, Sk) or None;
+    tile None when no key is in reach."""
+    t = block_tile(p, q_lo, q_hi)
+    return (None, None) if t is None else (t, allowed_in_tile(p, ops, t))
+
+
 def attend_block(
-    p: Problem, ops: Prepared, q_lo: int, q_hi: int, stream: int, need_weights: bool
+    p: Problem,
+    ops: Prepared,
+    q_lo: int,
+    q_hi: int,
+    stream: int,
+    need_weights: bool,
+    plan: tuple[Any, Any] | None = None,
 ) -> tuple[Any, Any, Any]:
     """Attention for query rows [q_lo, q_hi): (out (..., Bq, Ev), weights or None, lse).
 
     Only the key columns the structure allows are read; weights, when asked for, span
-    all S columns (zeros elsewhere).
+    all S columns (zeros elsewhere). ``plan`` is :func:`block_plan`'s result when the
+    caller computed it already.
     """
     xp = p.xp
     rows = q_hi - q_lo
-    t = block_tile(p, q_lo, q_hi)
+    t, allowed = block_plan(p, ops, q_lo, q_hi) if plan is None else plan  # allowed (..., Bq, Sk)
     if t is None:  # no key in reach: an empty block
         return empty_result(p, ops.lead, rows, need_weights)
     q = ops.query[..., q_lo:q_hi, :]  # (..., Bq, E)
     k = _select_rows(xp, ops.key, t.ranges)  # (..., Sk, E)
     v = _select_rows(xp, ops.value, t.ranges)  # (..., Sk, Ev)
-    allowed = allowed_in_tile(p, ops, t)  # (..., Bq, Sk) or None
     if p.block_kernel is not None:  # a fused kernel computes this block (no lse needed)
         out = p.block_kernel(q, k, v, _combined_mask(xp, allowed, ops, t))
         if out is not None:
@@ -269,21 +283,37 @@ def _select_rows(xp: Any, x: Any, ranges: list[tuple[int, int]]) -> Any:
 
 
 def blocked_attention(
-    p: Problem, need_weights: bool, block_size: int | None = None
+    p: Problem, need_weights: bool, block_size: int | None = None, recompute: Any = None
 ) -> tuple[Any, Any, Any]:
     """Attention over all rows, ``block_size`` rows at a time (default from a memory budget).
 
     Returns (out (..., L, Ev), weights (..., L, S) or None, lse (..., L)) in the compute
-    dtype and in the executor's shapes (GQA axes still split).
+    dtype and in the executor's shapes (GQA axes still split). ``recompute(fn, *inputs)``,
+    when given, runs each block so that autodiff recomputes it in the backward pass
+    (``torch.utils.checkpoint``, ``jax.checkpoint``) rather than storing its scores.
     """
     xp = p.xp
     ops = prepare_operands(p)
     if p.L == 0:
         return empty_result(p, ops.lead, 0, need_weights)
     rows = block_size or choose_block_size(p, ops.lead)
+    if rows >= p.L:
+        recompute = None  # one block holds everything anyway
     outs, weights, lses = [], [], []
     for stream, q_lo in enumerate(range(0, p.L, rows)):
-        out, w, lse = attend_block(p, ops, q_lo, min(q_lo + rows, p.L), stream, need_weights)
+        q_hi = min(q_lo + rows, p.L)
+        if recompute is None:
+            out, w, lse = attend_block(p, ops, q_lo, q_hi, stream, need_weights)
+        else:
+            # masks and tiles are built outside the recomputed function: they hold no
+            # gradient, and tiles are cached across blocks (JAX must not see them traced)
+            plan = block_plan(p, ops, q_lo, q_hi)
+            out, w, lse = recompute(
+                functools.partial(attend_block, p, ops, q_lo, q_hi, stream, False, plan),
+                ops.query,
+                ops.key,
+                ops.value,
+            )
         outs.append(out)
         lses.append(lse)
         weights.append(w)
