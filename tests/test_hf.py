@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers reads it: no network
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
@@ -29,7 +30,6 @@ from attnkit.backends.torch import hf  # noqa: E402
 import attnkit as ak  # noqa: E402
 from attnkit.cli import main  # noqa: E402
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 NAME = hf.register()
 F64 = 1e-10  # float64: the same formula summed in another order
 F32_LOGITS = 3e-5  # float32 logits of size <= ~5 after 2 layers: a few float32 roundings
