@@ -255,12 +255,10 @@ def features(m: int, seed: int = 0, orthogonal: bool = True, E: int = E) -> np.n
 def test_performer_equals_the_plain_formula_and_the_stabilizers_cancel() -> None:
     q, k, v = draw(12)
     w = features(32)
-    close(
-        "performer vs plain formula",
-        approx.performer(q, k, v, features=w),
-        ref_performer(q, k, v, w),
-        1e-12,
-    )
+    want = ref_performer(q, k, v, w)
+    for chunk in (None, 1, 4, 64):  # keys and queries read in chunks of rows
+        got = approx.performer(q, k, v, features=w, chunk_size=chunk)
+        close(f"performer (chunk {chunk}) vs plain formula", got, want, 1e-12)
     for scale in (-0.3, 0.0, 2.0):
         got = approx.performer(q, k, v, features=w, scale=scale)
         close(f"scale {scale}", got, ref_performer(q, k, v, w, scale=scale), 1e-11)
@@ -319,6 +317,23 @@ def test_performer_padding_and_fully_masked_rows() -> None:
         if not causal:
             close("padded performer vs reference", got, want, 1e-12)
         assert np.all(got[1] == 0.0), "batch 1 has no live key: its output must be exactly 0"
+
+
+def test_performer_keys_live_only_late_and_a_growing_stabilizer() -> None:
+    """The first key chunks are all padding (the stabilizer starts at -inf), and later keys
+    have ever larger logits (it grows, rescaling the sums): the result is the formula's."""
+    q, k, v = draw(23)
+    k = k * np.linspace(0.2, 2.0, S)[:, None]  # |k| grows along the sequence
+    w = features(12)
+    alive = np.broadcast_to(np.arange(S) >= 9, (B, 1, S))
+    for causal in (False, True):
+        prefix = np.arange(S)[None, :] <= np.arange(L)[:, None] if causal else None
+        want = ref_performer(q, k, v, w, alive[:, :, :], causal=prefix)
+        for chunk in (2, 5):
+            got = approx.performer(
+                q, k, v, features=w, key_padding_mask=alive, causal=causal, chunk_size=chunk
+            )
+            close(f"late keys, causal={causal}, chunk {chunk}", got, want, 1e-12)
 
 
 def test_performer_draws_its_features_from_rng() -> None:
@@ -600,13 +615,14 @@ def test_bench_approx_quick(tmp_path, capsys: pytest.CaptureFixture[str]) -> Non
     # a smooth rank-8 signal is what landmarks capture: pinned well below random inputs
     assert errors[("low-rank", 256, "nystrom", 16)]["error"] < 0.1
     assert errors[("random", 256, "nystrom", 16)]["error"] > 0.5
-    timed = {
-        (t["job"]["method"]["name"], t["job"]["method"]["param"], t["job"]["L"])
-        for t in data["timings"]
-    }
+    timed = [t for t in data["timings"] if t["job"]["growth_of"] is None]
+    assert {(t["job"]["method"]["name"], t["job"]["method"]["param"], t["job"]["L"]) for t in timed}
     assert len(timed) == len(labels) * len(QUICK.lengths)
     assert all(t["error"] is None and t["seconds"] > 0 for t in data["timings"])
-    assert len(data["growth"]) == len(labels) and all(g["value"] > 0 for g in data["growth"])
+    growth = [t for t in data["timings"] if t["job"]["growth_of"] == 128]
+    assert len(growth) == len(data["growth"]) == len(labels)
+    for g in data["growth"]:  # the median of >= 5 adjacent pairs L=256 / L=128
+        assert g["value"] > 0 and len(g["ratios"]) >= 5 and g["value"] == np.median(g["ratios"])
 
 
 def test_bench_approx_isolated_job_reports_memory() -> None:

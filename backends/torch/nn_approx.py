@@ -127,7 +127,7 @@ class PerformerAttention(nn.Module):
         orthogonal: bool = True,
         causal: bool = False,
         causal_alignment: str = "top_left",
-        chunk_size: int = 128,
+        chunk_size: int | None = None,
         scale: float | None = None,
         generator: torch.Generator | None = None,
         seed: int | None = None,

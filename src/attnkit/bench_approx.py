@@ -160,16 +160,22 @@ def make_call(method: Method, q: Any, k: Any, v: Any, *, seed: int = 0, jit: Any
 
 @dataclass(frozen=True)
 class ApproxJob:
-    """One method at one length on one backend, timed on random inputs."""
+    """One method at one length on one backend, timed on random inputs.
+
+    With ``growth_of`` (a shorter length) the job measures time(L) / time(growth_of)
+    instead: both sizes in one process, timed alternately ``repeats`` times, the ratio of
+    each adjacent pair kept, so that load on a shared machine hits both sides alike."""
 
     backend: str
     method: Method
     L: int
     repeats: int = 3
     seed: int = 0
+    growth_of: int | None = None
 
     def describe(self) -> str:
-        return f"{self.backend} {self.method.label} L={self.L}"
+        what = f"L={self.L}" if self.growth_of is None else f"L={self.L} / L={self.growth_of}"
+        return f"{self.backend} {self.method.label} {what}"
 
 
 @dataclass
@@ -182,6 +188,11 @@ class ApproxMeasurement:
     peak_rss_bytes: int | None = None
     error: str | None = None
     isolated: bool = False
+    ratios: list[float] | None = None  # growth jobs: time(L) / time(growth_of) per pair
+
+    @property
+    def ratio(self) -> float | None:
+        return None if not self.ratios else statistics.median(self.ratios)
 
     @property
     def extra_bytes(self) -> int | None:
@@ -203,15 +214,21 @@ def measure(job: ApproxJob) -> ApproxMeasurement:
     """Time ``job`` here and now; a failure gives an ``error``, never raises."""
     try:
         adapter, tools = backends.load(job.backend), bench_tools(job.backend)
-        host = _inputs(Case("dense", job.L, job.L), job.seed)  # NumPy (B, H, L, E) float32
-        q, k, v = (adapter.from_numpy(a, "float32") for a in host)
+        jit = getattr(tools, "jit", None)
+
+        def build(L: int) -> Any:
+            host = _inputs(Case("dense", L, L), job.seed)  # NumPy (B, H, L, E) float32
+            q, k, v = (adapter.from_numpy(a, "float32") for a in host)
+            return make_call(job.method, q, k, v, seed=job.seed, jit=jit)
+
+        if job.growth_of is not None:
+            return _growth(job, adapter, build(job.growth_of), build(job.L))
         start = time.perf_counter()
-        call = make_call(job.method, q, k, v, seed=job.seed, jit=getattr(tools, "jit", None))
+        call = build(job.L)
         base = peak_rss_bytes()
-        result = call()  # warm-up: compilation, allocator
-        adapter.synchronize(result)
+        adapter.synchronize(call())  # warm-up: compilation, allocator
         first = time.perf_counter() - start
-        result, samples, _ = _timed(call, adapter, job.repeats)
+        _, samples, _ = _timed(call, adapter, job.repeats)
         return ApproxMeasurement(
             job,
             seconds=statistics.median(samples),
@@ -222,6 +239,21 @@ def measure(job: ApproxJob) -> ApproxMeasurement:
         )
     except Exception as exc:  # report any failure of the measured code, keep benchmarking
         return ApproxMeasurement(job, error=f"{type(exc).__name__}: {exc}".strip())
+
+
+def _growth(job: ApproxJob, adapter: Any, short: Any, long: Any) -> ApproxMeasurement:
+    """time(long) / time(short), the two timed alternately (one sample each per round)."""
+    for call in (short, long):
+        adapter.synchronize(call())  # warm-up
+    ratios, samples = [], []
+    for _ in range(job.repeats):
+        t_short = _timed(short, adapter, 1)[1][0]
+        t_long = _timed(long, adapter, 1)[1][0]
+        ratios.append(t_long / t_short)
+        samples.append(t_long)
+    return ApproxMeasurement(
+        job, seconds=statistics.median(samples), samples=samples, ratios=ratios
+    )
 
 
 def run_job(job: ApproxJob, *, isolated: bool, timeout_s: float = 1800.0) -> ApproxMeasurement:

@@ -78,15 +78,17 @@ class ErrorResult:
 
 
 def plan(s: ApproxSettings) -> list[ApproxJob]:
-    """Timing jobs: every method at every length and at half the largest, per backend."""
-    lengths = sorted({*s.sizes.lengths, s.sizes.growth[0]})
-    return [
-        ApproxJob(name, method, L, repeats=s.repeats)
-        for name in s.names
-        for method in methods(s.sizes)
-        for L in lengths
-        if method.param is None or method.param <= L
-    ]
+    """Per backend and method: a timing job at every length, then a growth job."""
+    half, top = s.sizes.growth
+    jobs = []
+    for name in s.names:
+        for method in methods(s.sizes):
+            lengths = [L for L in s.sizes.lengths if method.param is None or method.param <= L]
+            jobs += [ApproxJob(name, method, L, repeats=s.repeats) for L in lengths]
+            if method.param is None or method.param <= half:
+                rounds = max(5, s.repeats)
+                jobs.append(ApproxJob(name, method, top, repeats=rounds, growth_of=half))
+    return jobs
 
 
 def _progress(text: str) -> None:
@@ -121,26 +123,30 @@ def measure_errors(s: ApproxSettings) -> list[ErrorResult]:
     return results
 
 
+def _growth_of(timings: list[ApproxMeasurement]) -> dict[tuple[str, Method], ApproxMeasurement]:
+    return {(m.job.backend, m.job.method): m for m in timings if m.job.growth_of is not None}
+
+
 def growth_lines(s: ApproxSettings, timings: list[ApproxMeasurement]) -> list[dict[str, Any]]:
     """time(L) / time(L/2) at the largest L for every method and backend."""
     half, top = s.sizes.growth
-    found = {(m.job.backend, m.job.method, m.job.L): m for m in timings}
+    found = _growth_of(timings)
     out = []
     for name in s.names:
         for method in methods(s.sizes):
-            a, b = found.get((name, method, top)), found.get((name, method, half))
+            m = found.get((name, method))
             entry: dict[str, Any] = {"backend": name, "method": method.label, "value": None}
-            if a is None or b is None or a.seconds is None or b.seconds is None:
-                why = (a or b).error if (a or b) is not None and (a or b).error else "not measured"
-                entry["status"] = f"SKIPPED ({why})"
+            if m is None or m.ratio is None:
+                entry["status"] = f"SKIPPED ({m.error if m is not None else 'not measured'})"
             else:
-                entry["value"] = a.seconds / b.seconds
+                entry["value"] = m.ratio
+                entry["ratios"] = m.ratios
                 if not method.linear:
                     entry["status"] = "quadratic: not judged"
                 elif s.quick:
                     entry["status"] = "QUICK (tiny sizes: not judged)"
                 else:
-                    entry["status"] = "MET" if entry["value"] <= GROWTH_BOUND else "NOT MET"
+                    entry["status"] = "MET" if m.ratio <= GROWTH_BOUND else "NOT MET"
             value = "-" if entry["value"] is None else f"{entry['value']:.2f}"
             bound = f"  (bound <= {GROWTH_BOUND})" if method.linear else ""
             entry["line"] = (
@@ -171,7 +177,8 @@ def _tables(s: ApproxSettings, errors: list[ErrorResult], timings: list[ApproxMe
     ]
     text = [_table(headers, rows)]
     half, top = s.sizes.growth
-    timed = {(t.job.backend, t.job.method, t.job.L): t for t in timings}
+    timed = {(t.job.backend, t.job.method, t.job.L): t for t in timings if t.job.growth_of is None}
+    growth = _growth_of(timings)
     for name in s.names:
         headers = ["method", *(f"ms L={L}" for L in lengths), *(f"MiB L={L}" for L in lengths)]
         headers.append(f"L={top}/L={half}")
@@ -185,9 +192,10 @@ def _tables(s: ApproxSettings, errors: list[ErrorResult], timings: list[ApproxMe
                 "-" if c is None or c.extra_bytes is None else f"{c.extra_bytes / 2**20:.0f}"
                 for c in cells
             ]
-            a, b = timed.get((name, m, top)), timed.get((name, m, half))
-            ok = a is not None and b is not None and a.seconds and b.seconds
-            rows.append([m.label, *ms, *mib, f"{a.seconds / b.seconds:.2f}" if ok else "-"])
+            g = growth.get((name, m))
+            rows.append(
+                [m.label, *ms, *mib, "-" if g is None or g.ratio is None else f"{g.ratio:.2f}"]
+            )
         title = f"{name}: time (median, ms) and peak memory over the inputs (MiB)"
         text.append(f"{title}\n{_table(headers, rows)}")
     return text

@@ -19,8 +19,8 @@ import array_api_compat as aac
 
 from .. import backends
 from .._shapes import broadcast_shapes
+from ..attention import scaled_dot_product_attention
 from ..errors import ArgumentTypeError, ParameterError, ShapeError
-from ..softmax import masked_softmax
 from ._common import check_positive_int, check_side_array, prepare
 from .segments import segment_ids
 
@@ -89,9 +89,10 @@ def linformer(
         live = xp.astype(ops.alive, ops.compute_dtype)[..., None]  # (..., S, 1)
         touch = xp.abs(pk) @ live  # (..., k, 1): weight of the live keys in each slot
     allowed = xp.matrix_transpose(touch > 0)  # (..., 1, k)
-    scores = (ops.query * ops.scale) @ xp.matrix_transpose(kp)  # (..., L, k)
-    weights, _ = masked_softmax(xp, scores, allowed)  # (..., L, k), 0 on empty rows
-    return ops.finish(weights @ vp)  # (..., L, Ev)
+    # Exact attention over the k projected positions: the blocked executor keeps the
+    # (..., L, k) scores to one block of query rows at a time.
+    out = scaled_dot_product_attention(ops.query, kp, vp, attn_mask=allowed, scale=ops.scale)
+    return ops.finish(out)  # (..., L, Ev)
 
 
 def _check_projection(name: str, p: Any, lead: tuple[int, ...], S: int) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 import array_api_compat as aac
 
+from ..attention import scaled_dot_product_attention
 from ..errors import ParameterError
 from ..softmax import masked_softmax
 from ._common import check_positive_int, prepare
@@ -80,17 +81,22 @@ def nystrom(
             "exact attention (attnkit.scaled_dot_product_attention) at this length."
         )
     xp = ops.xp
-    q = ops.query * ops.scale  # (..., L, E)
-    q_land, _ = segment_means(q, m)  # (..., m, E)
+    q_land, _ = segment_means(ops.query, m)  # (..., m, E)
     k_land, land_alive = segment_means(ops.key, m, ops.alive)  # (..., m, E), (..., m) | None
     land_allowed = None if land_alive is None else land_alive[..., None, :]  # (..., 1, m)
     key_allowed = None if ops.alive is None else ops.alive[..., None, :]  # (..., 1, S)
-    kt = xp.matrix_transpose
-    f, _ = masked_softmax(xp, q @ kt(k_land), land_allowed)  # (..., L, m)
-    a, _ = masked_softmax(xp, q_land @ kt(k_land), land_allowed)  # (..., m, m)
-    b, _ = masked_softmax(xp, q_land @ kt(ops.key), key_allowed)  # (..., m, S)
-    bv = b @ ops.value  # (..., m, Ev)
-    return ops.finish(f @ (iterative_pinv(a, iterations) @ bv))  # (..., L, Ev)
+    scores = (q_land * ops.scale) @ xp.matrix_transpose(k_land)  # (..., m, m)
+    a, _ = masked_softmax(xp, scores, land_allowed)  # A (..., m, m)
+    # B V and F (pinv(A) B V) are exact attentions (over the keys, then over the key
+    # landmarks): the blocked executor keeps their scores to one block of rows at a time.
+    bv = scaled_dot_product_attention(
+        q_land, ops.key, ops.value, attn_mask=key_allowed, scale=ops.scale
+    )  # (..., m, Ev)
+    zbv = iterative_pinv(a, iterations) @ bv  # (..., m, Ev)
+    out = scaled_dot_product_attention(
+        ops.query, k_land, zbv, attn_mask=land_allowed, scale=ops.scale
+    )  # (..., L, Ev)
+    return ops.finish(out)
 
 
 def iterative_pinv(a: Any, iterations: int = 6) -> Any:

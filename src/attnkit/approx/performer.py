@@ -11,15 +11,19 @@ Attention then costs O((L + S) m E) instead of O(L S E)::
     out = phi(Q) (phi(K)^T V) / (phi(Q) (phi(K)^T 1))        # (..., L, Ev)
 
 Numerical safety: each query's features are multiplied by exp(-max_i(w_i . x - |x|^2/2))
-(one constant per query row) and all keys' features by exp(-max over live keys and
-features), one constant per (batch, head). Both factors cancel exactly between the
-numerator and the denominator, and every feature is then <= 1, so nothing overflows.
-The 1/sqrt(m) cancels the same way and is left out.
+(one constant per query row) and the keys' features by exp(-c), c the running maximum
+of w_i . y - |y|^2 / 2 over the live keys read so far (one constant per batch and head;
+the sums already accumulated are rescaled by exp(c_old - c_new) when it grows, as the
+online softmax does). Both factors cancel exactly between the numerator and the
+denominator, and every feature is then <= 1, so nothing overflows. The 1/sqrt(m)
+cancels the same way and is left out.
 
-Causal: query i may attend keys j <= i (``top_left``) or j <= i + S - L
-(``bottom_right``). The prefix sums sum_{j <= i} phi(k_j) v_j^T are never stored per
-position: queries go in chunks of C rows; keys before the chunk are folded into a running
-state (..., m, Ev), keys inside it are handled with a masked (..., C, C) block::
+Keys and queries are read in chunks of rows, so the working memory is bounded by the
+chunk, not by L or S, and time grows linearly in both. Non-causal: the keys are folded
+into the state sum_j phi(k_j) v_j^T (..., m, Ev) chunk by chunk, then each query chunk
+reads it. Causal: query i may attend keys j <= i (``top_left``) or j <= i + S - L
+(``bottom_right``); the prefix sums are never stored per position: keys before a query
+chunk are in the running state, keys inside it go through a masked (..., C, C) block::
 
     out_chunk = (phi(Q_c) state + tril(phi(Q_c) phi(K_c)^T) V_c) / (same with 1 for V)
 """
@@ -29,7 +33,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._shapes import broadcast_shapes
+from .._shapes import broadcast_shapes, prod
 from .._validate import ALIGNMENTS
 from ..errors import ParameterError, ShapeError
 from ._common import (
@@ -42,7 +46,14 @@ from ._common import (
 )
 from .random_features import performer_features
 
-__all__ = ["performer"]
+__all__ = ["CAUSAL_CHUNK", "CHUNK_BUDGET", "performer"]
+
+
+#: Elements of one (..., rows, m) feature chunk when ``chunk_size`` is None (non-causal):
+#: 2**20 float32 values are 4 MiB, small enough to stay in cache, big enough for speed.
+CHUNK_BUDGET = 2**20
+#: Query rows per chunk of the causal computation when ``chunk_size`` is None.
+CAUSAL_CHUNK = 128
 
 
 def performer(
@@ -56,7 +67,7 @@ def performer(
     orthogonal: bool = True,
     causal: bool = False,
     causal_alignment: str = "top_left",
-    chunk_size: int = 128,
+    chunk_size: int | None = None,
     key_padding_mask: Any = None,
     scale: float | None = None,
 ) -> Any:
@@ -73,7 +84,10 @@ def performer(
             ``features`` is None; ignored otherwise.
         causal: query i attends keys up to its own position, with ``causal_alignment``
             ``"top_left"`` (j <= i) or ``"bottom_right"`` (j <= i + S - L).
-        chunk_size: C, query rows per chunk of the causal computation.
+        chunk_size: C, rows per chunk. Default: 128 query rows for causal (the (C, C)
+            block costs C x (m + Ev) per row), else as many rows as keep one feature
+            chunk (..., C, m) within :data:`CHUNK_BUDGET` elements. Results do not
+            depend on it beyond rounding.
         key_padding_mask: bool (..., S), True = key may be attended, or
             ``attnkit.masks.key_padding(lengths)``.
         scale: factor on the scores q . k, default 1/sqrt(E); any finite value (the scale
@@ -92,9 +106,9 @@ def performer(
         out = (A @ value) / (A @ 1)                    # 0 where the denominator is 0
 
     A row with no key to attend (all padded, or causal with bottom_right and L > S)
-    gives 0, never NaN. Memory beyond the inputs and output: non-causal O(S m + L m +
-    m Ev); causal the key features (..., S, m), one chunk's query features (..., C, m),
-    its (..., C, C) block and the running state (..., m, Ev) -- never L x m x Ev.
+    gives 0, never NaN. Memory beyond the inputs and output, per (batch, head): the
+    state (m, Ev) and one chunk: its features (C, m) and, causal, its (C, C) block --
+    never L x m, let alone L x m x Ev.
 
     Raises:
         ShapeError, DTypeError, ParameterError, ArgumentTypeError (attnkit errors) before
@@ -105,7 +119,8 @@ def performer(
         raise ParameterError(
             f"causal_alignment must be one of {ALIGNMENTS}, got {causal_alignment!r}."
         )
-    chunk = check_positive_int("chunk_size", chunk_size, "use e.g. 128 (rows per causal chunk)")
+    if chunk_size is not None:
+        check_positive_int("chunk_size", chunk_size, "use e.g. 128, or None for the default")
     ops = prepare(query, key, value, key_padding_mask, scale)
     xp = ops.xp
     if features is None:
@@ -125,17 +140,15 @@ def performer(
         w = features
     if w.dtype != ops.compute_dtype:
         w = xp.astype(w, ops.compute_dtype)
+    heads = prod(broadcast_shapes(ops.lead, tuple(w.shape[:-2])) or ops.lead)
+    rows = max(16, CHUNK_BUDGET // max(1, heads * w.shape[-2]))
     root = math.sqrt(abs(ops.scale))
-    x = ops.query * (math.copysign(root, ops.scale))  # (..., L, E)
-    y = ops.key * root  # (..., S, E)
-    fk = _key_features(ops, y, w)  # (..., S, m)
+    run = _Run(ops, w, x=ops.query * math.copysign(root, ops.scale), y=ops.key * root, rows=rows)
     if not causal:
-        fq = _query_features(xp, x, w)  # (..., L, m)
-        kv = xp.matrix_transpose(fk) @ ops.value  # (..., m, Ev)
-        ksum = xp.sum(fk, axis=-2)[..., None]  # (..., m, 1)
-        return ops.finish(safe_divide(xp, fq @ kv, fq @ ksum))  # (..., L, Ev)
+        run.fold(0, ops.S, chunk_size or rows)
+        return ops.finish(run.read(chunk_size or rows))
     shift = ops.S - ops.L if causal_alignment == "bottom_right" else 0
-    return ops.finish(_causal(ops, x, w, fk, shift, chunk))
+    return ops.finish(run.causal(shift, chunk_size or CAUSAL_CHUNK))
 
 
 def _check_features(w: Any, lead: tuple[int, ...], E: int) -> None:
@@ -158,71 +171,107 @@ def _logits(xp: Any, x: Any, w: Any) -> Any:
     return x @ xp.matrix_transpose(w) - 0.5 * xp.sum(x * x, axis=-1, keepdims=True)
 
 
-def _query_features(xp: Any, x: Any, w: Any) -> Any:
-    """phi(x) times a per-row constant (which cancels): every row's largest feature is 1."""
-    a = _logits(xp, x, w)  # (..., N, m)
-    return xp.exp(a - xp.max(a, axis=-1, keepdims=True))  # (..., N, m)
+class _Run:
+    """One call's running sums over the keys folded so far, all scaled by exp(-c)::
+
+    kv = sum_j phi(k_j) v_j^T (..., m, Ev),  ks = sum_j phi(k_j) (..., m, 1)
+
+    c (..., 1, 1) is the running maximum of the live keys' logits (-inf before any)."""
+
+    def __init__(self, ops: Operands, w: Any, *, x: Any, y: Any, rows: int) -> None:
+        self.ops, self.xp, self.w, self.x, self.y, self.rows = ops, ops.xp, w, x, y, rows
+        self.kv = self.ks = self.c = None
+
+    def _key_logits(self, lo: int, hi: int) -> Any:
+        b = _logits(self.xp, self.y[..., lo:hi, :], self.w)  # (..., n, m)
+        if self.ops.alive is not None:  # padded keys get feature exp(-inf) = 0
+            b = self.xp.where(self.ops.alive[..., lo:hi, None], b, -math.inf)
+        return b
+
+    def _key_features(self, b: Any) -> Any:
+        """exp(b - c) after raising c to cover ``b``; the sums so far are rescaled."""
+        xp = self.xp
+        top = xp.max(xp.max(b, axis=-1, keepdims=True), axis=-2, keepdims=True)  # (..., 1, 1)
+        old = self.c
+        self.c = top if old is None else xp.maximum(old, top)
+        if self.kv is not None:  # exp(c_old - c_new) <= 1 (0 while nothing was live)
+            factor = xp.exp(_finite(xp, old) - _finite(xp, self.c))
+            self.kv, self.ks = self.kv * factor, self.ks * factor
+        return xp.exp(b - _finite(xp, self.c))  # (..., n, m), <= 1
+
+    def _add(self, fk: Any, lo: int, hi: int) -> None:
+        add_kv = self.xp.matrix_transpose(fk) @ self.ops.value[..., lo:hi, :]  # (..., m, Ev)
+        add_ks = self.xp.sum(fk, axis=-2)[..., None]  # (..., m, 1)
+        self.kv = add_kv if self.kv is None else self.kv + add_kv
+        self.ks = add_ks if self.ks is None else self.ks + add_ks
+
+    def fold(self, lo: int, hi: int, chunk: int) -> None:
+        """Add keys [lo, hi) to the sums, ``chunk`` keys at a time."""
+        for start in range(lo, hi, chunk):
+            stop = min(hi, start + chunk)
+            self._add(self._key_features(self._key_logits(start, stop)), start, stop)
+
+    def _query_features(self, r0: int, r1: int) -> Any:
+        """phi(x) times a per-row constant (which cancels): every row's largest is 1."""
+        a = _logits(self.xp, self.x[..., r0:r1, :], self.w)  # (..., C, m)
+        return self.xp.exp(a - self.xp.max(a, axis=-1, keepdims=True))
+
+    def _zeros(self, n: int) -> tuple[Any, Any]:
+        ops = self.ops
+        lead = broadcast_shapes(tuple(self.x.shape[:-2]), tuple(ops.value.shape[:-2]))
+        shape = (*lead, n, ops.Ev)
+        zeros = self.xp.zeros(shape, dtype=ops.compute_dtype, device=ops.device)
+        return zeros, zeros[..., :1]
+
+    def _state_part(self, fq: Any) -> tuple[Any, Any]:
+        if self.kv is None:
+            return self._zeros(fq.shape[-2])
+        return fq @ self.kv, fq @ self.ks  # (..., C, Ev), (..., C, 1)
+
+    def read(self, chunk: int) -> Any:
+        """Non-causal: every query row against the sums, ``chunk`` rows at a time."""
+        outs = []
+        for r0 in range(0, self.ops.L, chunk):
+            num, den = self._state_part(self._query_features(r0, min(self.ops.L, r0 + chunk)))
+            outs.append(safe_divide(self.xp, num, den))  # (..., C, Ev)
+        return self._concat(outs)
+
+    def causal(self, shift: int, chunk: int) -> Any:
+        """Query row r sees keys j <= r + shift (module docstring)."""
+        xp, S = self.xp, self.ops.S
+        done, outs = 0, []
+        for r0 in range(0, self.ops.L, chunk):
+            r1 = min(self.ops.L, r0 + chunk)
+            lo = min(max(r0 + shift, 0), S)  # keys < lo: seen by every row of the chunk
+            hi = min(max(r1 + shift, 0), S)  # keys [lo, hi): seen by some rows
+            if lo > done:
+                self.fold(done, lo, self.rows)
+            fk = self._key_features(self._key_logits(lo, hi)) if hi > lo else None
+            fq = self._query_features(r0, r1)  # (..., C, m)
+            num, den = self._state_part(fq)
+            if fk is not None:
+                rows = xp.arange(r0, r1, device=self.ops.device)[:, None] + shift  # (C, 1)
+                cols = xp.arange(lo, hi, device=self.ops.device)[None, :]  # (1, hi - lo)
+                a = fq @ xp.matrix_transpose(fk)  # (..., C, hi - lo)
+                a = xp.where(cols <= rows, a, 0.0)  # the causal part of the block
+                num = num + a @ self.ops.value[..., lo:hi, :]  # (..., C, Ev)
+                den = den + xp.sum(a, axis=-1, keepdims=True)  # (..., C, 1)
+                self._add(fk, lo, hi)
+            done = max(done, hi)
+            outs.append(safe_divide(xp, num, den))  # (..., C, Ev)
+        return self._concat(outs)
+
+    def _concat(self, outs: list[Any]) -> Any:
+        if not outs:  # L = 0
+            return self._zeros(0)[0]
+        lead = broadcast_shapes(*(tuple(p.shape[:-2]) for p in outs))
+        outs = [
+            p if tuple(p.shape[:-2]) == lead else self.xp.broadcast_to(p, (*lead, *p.shape[-2:]))
+            for p in outs
+        ]  # a chunk read from an empty state may have fewer leading dims
+        return outs[0] if len(outs) == 1 else self.xp.concat(outs, axis=-2)  # (..., L, Ev)
 
 
-def _key_features(ops: Operands, y: Any, w: Any) -> Any:
-    """phi(y) times one constant per (batch, head) (which cancels); 0 at padded keys."""
-    xp = ops.xp
-    b = _logits(xp, y, w)  # (..., S, m)
-    if ops.alive is not None:
-        b = xp.where(ops.alive[..., None], b, -math.inf)  # padded keys get feature 0
-    if ops.S == 0:
-        return xp.exp(b)
-    c = xp.max(xp.max(b, axis=-1, keepdims=True), axis=-2, keepdims=True)  # (..., 1, 1)
-    c = xp.where(c == -math.inf, 0.0, c)  # no live key: any finite constant
-    return xp.exp(b - c)  # (..., S, m), <= 1
-
-
-def _causal(ops: Operands, x: Any, w: Any, fk: Any, shift: int, chunk: int) -> Any:
-    """Chunked prefix sums: query row r sees keys j <= r + shift (module docstring)."""
-    xp, S, v = ops.xp, ops.S, ops.value
-    state = ksum = None  # sums over keys [0, done): (..., m, Ev) and (..., m, 1)
-    done = 0
-    outs = []
-    for r0 in range(0, ops.L, chunk):
-        r1 = min(ops.L, r0 + chunk)
-        lo = min(max(r0 + shift + 1, 0), S)  # keys < lo: seen by every row of the chunk
-        hi = min(max(r1 + shift, 0), S)  # keys [lo, hi): seen by some rows
-        if lo > done:
-            fk_new = fk[..., done:lo, :]  # (..., lo - done, m)
-            add_kv = xp.matrix_transpose(fk_new) @ v[..., done:lo, :]  # (..., m, Ev)
-            add_k = xp.sum(fk_new, axis=-2)[..., None]  # (..., m, 1)
-            state = add_kv if state is None else state + add_kv
-            ksum = add_k if ksum is None else ksum + add_k
-            done = lo
-        fq = _query_features(xp, x[..., r0:r1, :], w)  # (..., C, m)
-        num = den = None
-        if state is not None:
-            num, den = fq @ state, fq @ ksum  # (..., C, Ev), (..., C, 1)
-        if hi > lo:
-            rows = xp.arange(r0, r1, device=ops.device)[:, None] + shift  # (C, 1)
-            cols = xp.arange(lo, hi, device=ops.device)[None, :]  # (1, hi - lo)
-            a = fq @ xp.matrix_transpose(fk[..., lo:hi, :])  # (..., C, hi - lo)
-            a = xp.where(cols <= rows, a, 0.0)  # the causal part of the diagonal block
-            block_num = a @ v[..., lo:hi, :]  # (..., C, Ev)
-            block_den = xp.sum(a, axis=-1, keepdims=True)  # (..., C, 1)
-            num = block_num if num is None else num + block_num
-            den = block_den if den is None else den + block_den
-        if num is None:  # no key visible to any row of this chunk
-            lead = broadcast_shapes(tuple(fq.shape[:-2]), tuple(v.shape[:-2]))
-            num = xp.zeros((*lead, r1 - r0, ops.Ev), dtype=ops.compute_dtype, device=ops.device)
-            den = xp.zeros((*lead, r1 - r0, 1), dtype=ops.compute_dtype, device=ops.device)
-        outs.append(safe_divide(xp, num, den))  # (..., C, Ev)
-    if not outs:  # L = 0
-        lead = broadcast_shapes(tuple(x.shape[:-2]), tuple(v.shape[:-2]))
-        return xp.zeros((*lead, 0, ops.Ev), dtype=ops.compute_dtype, device=ops.device)
-    outs = _broadcast_all(xp, outs)
-    return outs[0] if len(outs) == 1 else xp.concat(outs, axis=-2)  # (..., L, Ev)
-
-
-def _broadcast_all(xp: Any, parts: list[Any]) -> list[Any]:
-    """Chunks computed from the state alone may have fewer leading dims than the others."""
-    lead = broadcast_shapes(*(tuple(p.shape[:-2]) for p in parts))
-    return [
-        p if tuple(p.shape[:-2]) == lead else xp.broadcast_to(p, (*lead, *p.shape[-2:]))
-        for p in parts
-    ]
+def _finite(xp: Any, c: Any) -> Any:
+    """The stabilizing constant: c, or 0 where no live key has been read (c = -inf)."""
+    return xp.where(c == -math.inf, 0.0, c)
