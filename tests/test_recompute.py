@@ -1,6 +1,7 @@
 """Backward memory of the blocked executor: each block is recomputed, not stored.
 
-With several query blocks, ``torch.utils.checkpoint`` / ``jax.checkpoint`` wrap each
+With several query blocks whose scores would add up to more than
+``dense.RECOMPUTE_ABOVE_ELEMENTS``, ``torch.utils.checkpoint`` / ``jax.checkpoint`` wrap each
 block (``backends/<name>.recompute_block``), so the backward pass holds one block's
 scores at a time instead of all L x S of them. Gradients must equal the float64
 reference; peak memory is measured in a fresh process (glibc's mmap threshold fixed so
@@ -18,7 +19,7 @@ import pytest
 from _helpers import x64
 
 import attnkit as ak
-from attnkit import backends
+from attnkit import backends, dense
 
 torch = pytest.importorskip("torch")
 
@@ -36,6 +37,7 @@ def test_torch_recomputed_blocks_give_reference_gradients(
         return original(fn, *inputs)
 
     monkeypatch.setattr(adapter, "recompute_block", counting)
+    monkeypatch.setattr(dense, "RECOMPUTE_ABOVE_ELEMENTS", 0)  # recompute even tiny problems
     monkeypatch.setattr(ak.attention, "_KERNELS", {})  # look the patched function up again
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 3, 61, 8, generator=g, dtype=torch.float64) for _ in range(3))
@@ -68,12 +70,18 @@ def test_jax_recomputed_blocks_give_reference_gradients() -> None:
 
             return jax.jit(jax.grad(f, argnums=(0, 1, 2)))(q, k, v)
 
-        for a, b in zip(loss("generic", 8), loss("reference", None), strict=True):
+        dense.RECOMPUTE_ABOVE_ELEMENTS, saved = 0, dense.RECOMPUTE_ABOVE_ELEMENTS
+        try:
+            pairs = zip(loss("generic", 8), loss("reference", None), strict=True)
+        finally:
+            dense.RECOMPUTE_ABOVE_ELEMENTS = saved
+        for a, b in pairs:
             assert float(abs(a - b).max()) <= 1e-12
 
 
 _PEAK = """
-import sys, torch, attnkit as ak, attnkit.attention as A
+import sys, torch, attnkit as ak, attnkit.attention as A, attnkit.dense as D
+D.RECOMPUTE_ABOVE_ELEMENTS = 2**24  # 2 x 4096 x 4096 = 2**25 score elements: recomputed
 
 def status(field):  # KiB; VmHWM (peak) is per process image, unlike ru_maxrss across exec
     with open("/proc/self/status") as f:

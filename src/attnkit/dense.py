@@ -32,6 +32,7 @@ from .softmax import softmax_parts
 
 __all__ = [
     "DEFAULT_BLOCK_BUDGET",
+    "RECOMPUTE_ABOVE_ELEMENTS",
     "Prepared",
     "apply_dropout",
     "blocked_attention",
@@ -130,6 +131,12 @@ def apply_dropout(p: Problem, weights: Any, stream: int) -> Any:
 #: (fitted on window and dense runs, L = 4096 to 16384, torch and NumPy).
 BLOCK_OVERHEAD_ELEMENTS = 20_000
 
+#: Blocks are recomputed in the backward pass (when a backend offers it) only when the
+#: scores autograd would otherwise keep, summed over blocks, exceed this many elements
+#: (2**26 float32 = 256 MiB per kept tensor). Below it, storing is cheaper than
+#: computing twice; windows stay below it up to long sequences.
+RECOMPUTE_ABOVE_ELEMENTS = 2**26
+
 
 def choose_block_size(p: Problem, lead: tuple[int, ...], budget: int = DEFAULT_BLOCK_BUDGET) -> int:
     """Query rows per block: the power of two in [16, 1024] of least estimated cost.
@@ -163,6 +170,18 @@ def _probe_width(p: Problem, rows: int) -> int:
     q_lo = max(0, min(p.L - rows, p.L // 2))
     ranges = clip_ranges(p.structure.key_ranges(p.geometry, q_lo, q_lo + rows), p.S)
     return max(1, sum(hi - lo for lo, hi in ranges))
+
+
+def _stored_elements(p: Problem, ops: Prepared, rows: int) -> int:
+    """Score elements over all blocks ((..., Bq, Sk) each), what autograd would keep."""
+    if rows >= p.L:
+        return 0  # one block: recomputing it would not lower the peak
+    g, total = p.geometry, 0
+    for q_lo in range(0, p.L, rows):
+        q_hi = min(q_lo + rows, p.L)
+        ranges = [(0, g.S)] if p.structure is None else p.structure.key_ranges(g, q_lo, q_hi)
+        total += (q_hi - q_lo) * sum(hi - lo for lo, hi in clip_ranges(ranges, g.S))
+    return total * prod(ops.lead)
 
 
 def block_tile(p: Problem, q_lo: int, q_hi: int) -> Tile | None:
@@ -297,8 +316,8 @@ def blocked_attention(
     if p.L == 0:
         return empty_result(p, ops.lead, 0, need_weights)
     rows = block_size or choose_block_size(p, ops.lead)
-    if rows >= p.L:
-        recompute = None  # one block holds everything anyway
+    if recompute is not None and _stored_elements(p, ops, rows) < RECOMPUTE_ABOVE_ELEMENTS:
+        recompute = None  # what autograd keeps is small (e.g. a window): no recomputation
     outs, weights, lses = [], [], []
     for stream, q_lo in enumerate(range(0, p.L, rows)):
         q_hi = min(q_lo + rows, p.L)
