@@ -14,10 +14,14 @@ k = m = 64, 128, 256 (:data:`LENGTHS`, :data:`PARAMS`), this measures
 - **time**: the median of ``repeats`` calls after a warm-up (compilation excluded), with
   ``attnkit.bench``'s timing loop, on random inputs (batch 1, 8 heads, head size 64);
   the random matrices (projections, features) are drawn before the clock starts;
-- **memory**: the peak resident memory of the job's own process over what it held
-  once the inputs and matrices were made (``attnkit.bench.peak_rss_bytes``);
+- **memory**: the peak resident memory of the job's own process during the calls, over
+  what it held just before them with the inputs and matrices made (on Linux the
+  high-water mark is reset at that point, so freed temporaries of the input conversion
+  cannot hide the working memory; elsewhere the peak so far is the baseline);
 - **linear growth**: time(L) / time(L/2) at the largest L, which a method linear in L
-  keeps near 2 (the bound checked is 2.2; dense attention is quadratic: about 4).
+  keeps near 2 (the bound checked is 2.2; dense attention is quadratic: about 4). The
+  two sizes run in one process, timed alternately, and the median of the ratios of
+  adjacent pairs is reported, so that load on a shared machine hits both sides alike.
 
 Framework code lives in ``attnkit.backends``; this module imports no framework.
 """
@@ -225,7 +229,7 @@ def measure(job: ApproxJob) -> ApproxMeasurement:
             return _growth(job, adapter, build(job.growth_of), build(job.L))
         start = time.perf_counter()
         call = build(job.L)
-        base = peak_rss_bytes()
+        base = _reset_peak_rss() or peak_rss_bytes()
         adapter.synchronize(call())  # warm-up: compilation, allocator
         first = time.perf_counter() - start
         _, samples, _ = _timed(call, adapter, job.repeats)
@@ -239,6 +243,24 @@ def measure(job: ApproxJob) -> ApproxMeasurement:
         )
     except Exception as exc:  # report any failure of the measured code, keep benchmarking
         return ApproxMeasurement(job, error=f"{type(exc).__name__}: {exc}".strip())
+
+
+def _reset_peak_rss() -> int | None:
+    """Reset this process's peak resident memory to the current one and return it.
+
+    Linux keeps the high-water mark ``VmHWM`` across frees, so temporaries of the input
+    conversion would hide the working memory of the computation; writing 5 to
+    ``/proc/self/clear_refs`` resets it. None where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+            refs.write("5")
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _growth(job: ApproxJob, adapter: Any, short: Any, long: Any) -> ApproxMeasurement:

@@ -258,8 +258,10 @@ def _print_report(
     tables = _tables(s, errors, timings)
     print(f"\n{tables[0]}")
     print(
-        f"\nTime and memory on {TIMING_INPUTS}; memory is the job process's peak resident "
-        "memory over what it held with the inputs made ('-' when not isolated: --isolate all)."
+        f"\nTime and memory on {TIMING_INPUTS}; time is the median of the calls after a "
+        "warm-up, memory the job process's peak resident memory during the calls over what it "
+        "held just before them ('-' when not isolated: --isolate all); the last column is the "
+        "median ratio of alternately timed pairs."
     )
     for text in tables[1:]:
         print(f"\n{text}")

@@ -142,8 +142,7 @@ def performer(
         w = xp.astype(w, ops.compute_dtype)
     heads = prod(broadcast_shapes(ops.lead, tuple(w.shape[:-2])) or ops.lead)
     rows = max(16, CHUNK_BUDGET // max(1, heads * w.shape[-2]))
-    root = math.sqrt(abs(ops.scale))
-    run = _Run(ops, w, x=ops.query * math.copysign(root, ops.scale), y=ops.key * root, rows=rows)
+    run = _Run(ops, w, rows=rows)
     if not causal:
         run.fold(0, ops.S, chunk_size or rows)
         return ops.finish(run.read(chunk_size or rows))
@@ -178,12 +177,16 @@ class _Run:
 
     c (..., 1, 1) is the running maximum of the live keys' logits (-inf before any)."""
 
-    def __init__(self, ops: Operands, w: Any, *, x: Any, y: Any, rows: int) -> None:
-        self.ops, self.xp, self.w, self.x, self.y, self.rows = ops, ops.xp, w, x, y, rows
+    def __init__(self, ops: Operands, w: Any, *, rows: int) -> None:
+        self.ops, self.xp, self.w, self.rows = ops, ops.xp, w, rows
+        root = math.sqrt(abs(ops.scale))
+        # x = query * x_factor, y = key * y_factor, scaled chunk by chunk (no full copies)
+        self.x_factor, self.y_factor = math.copysign(root, ops.scale), root
         self.kv = self.ks = self.c = None
 
     def _key_logits(self, lo: int, hi: int) -> Any:
-        b = _logits(self.xp, self.y[..., lo:hi, :], self.w)  # (..., n, m)
+        y = self.ops.key[..., lo:hi, :] * self.y_factor  # (..., n, E)
+        b = _logits(self.xp, y, self.w)  # (..., n, m)
         if self.ops.alive is not None:  # padded keys get feature exp(-inf) = 0
             b = self.xp.where(self.ops.alive[..., lo:hi, None], b, -math.inf)
         return b
@@ -213,12 +216,13 @@ class _Run:
 
     def _query_features(self, r0: int, r1: int) -> Any:
         """phi(x) times a per-row constant (which cancels): every row's largest is 1."""
-        a = _logits(self.xp, self.x[..., r0:r1, :], self.w)  # (..., C, m)
+        x = self.ops.query[..., r0:r1, :] * self.x_factor  # (..., C, E)
+        a = _logits(self.xp, x, self.w)  # (..., C, m)
         return self.xp.exp(a - self.xp.max(a, axis=-1, keepdims=True))
 
     def _zeros(self, n: int) -> tuple[Any, Any]:
         ops = self.ops
-        lead = broadcast_shapes(tuple(self.x.shape[:-2]), tuple(ops.value.shape[:-2]))
+        lead = broadcast_shapes(tuple(ops.query.shape[:-2]), tuple(ops.value.shape[:-2]))
         shape = (*lead, n, ops.Ev)
         zeros = self.xp.zeros(shape, dtype=ops.compute_dtype, device=ops.device)
         return zeros, zeros[..., :1]
