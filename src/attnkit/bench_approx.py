@@ -29,6 +29,7 @@ Framework code lives in ``attnkit.backends``; this module imports no framework.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -168,7 +169,9 @@ class ApproxJob:
 
     With ``growth_of`` (a shorter length) the job measures time(L) / time(growth_of)
     instead: both sizes in one process, timed alternately ``repeats`` times, the ratio of
-    each adjacent pair kept, so that load on a shared machine hits both sides alike."""
+    each adjacent pair kept, so that load on a shared machine hits both sides alike; each
+    sample repeats the call for at least ``sample_s`` seconds, so that a short burst of
+    load cannot dominate one side of a pair."""
 
     backend: str
     method: Method
@@ -176,6 +179,7 @@ class ApproxJob:
     repeats: int = 3
     seed: int = 0
     growth_of: int | None = None
+    sample_s: float = 0.1  # growth jobs: a sample lasts at least this long
 
     def describe(self) -> str:
         what = f"L={self.L}" if self.growth_of is None else f"L={self.L} / L={self.growth_of}"
@@ -263,14 +267,28 @@ def _reset_peak_rss() -> int | None:
     return None
 
 
+def _per_call(call: Any, adapter: Any, min_s: float) -> float:
+    """Seconds per call, over enough calls to last ``min_s``."""
+    start = time.perf_counter()
+    adapter.synchronize(call())
+    once = time.perf_counter() - start
+    if once >= min_s:
+        return once
+    n = math.ceil(min_s / max(once, 1e-7))
+    start = time.perf_counter()
+    for _ in range(n):
+        adapter.synchronize(call())
+    return (time.perf_counter() - start) / n
+
+
 def _growth(job: ApproxJob, adapter: Any, short: Any, long: Any) -> ApproxMeasurement:
     """time(long) / time(short), the two timed alternately (one sample each per round)."""
     for call in (short, long):
         adapter.synchronize(call())  # warm-up
     ratios, samples = [], []
     for _ in range(job.repeats):
-        t_short = _timed(short, adapter, 1)[1][0]
-        t_long = _timed(long, adapter, 1)[1][0]
+        t_short = _per_call(short, adapter, job.sample_s)
+        t_long = _per_call(long, adapter, job.sample_s)
         ratios.append(t_long / t_short)
         samples.append(t_long)
     return ApproxMeasurement(

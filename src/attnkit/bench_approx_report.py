@@ -86,8 +86,9 @@ def plan(s: ApproxSettings) -> list[ApproxJob]:
             lengths = [L for L in s.sizes.lengths if method.param is None or method.param <= L]
             jobs += [ApproxJob(name, method, L, repeats=s.repeats) for L in lengths]
             if method.param is None or method.param <= half:
-                rounds = max(5, s.repeats)
-                jobs.append(ApproxJob(name, method, top, repeats=rounds, growth_of=half))
+                rounds, sample_s = (5, 0.01) if s.quick else (max(7, s.repeats), 0.1)
+                growth = ApproxJob(name, method, top, rounds, growth_of=half, sample_s=sample_s)
+                jobs.append(growth)
     return jobs
 
 
