@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,19 +248,23 @@ def _print_report(
     info: dict[str, Any],
     kinds: dict[str, str],
 ) -> None:
+    def say(text: str, indent: str = "") -> None:  # prose wrapped at 100 columns
+        print(textwrap.fill(text, 100, initial_indent=indent, subsequent_indent=indent + "  "))
+
     versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items())
     print(f"\nattnkit bench --approx ({'quick' if s.quick else 'full'})")
-    print(f"{info['cpu']}, {info['cores']} cores; {versions}")
-    print(
-        f"\nRelative Frobenius error of the output against exact attention ({s.names[0]}, "
+    say(f"{info['cpu']}, {info['cores']} cores; {versions}")
+    print()
+    say(
+        f"Relative Frobenius error of the output against exact attention ({s.names[0]}, "
         "float32; performer causal against exact causal attention), on inputs:"
     )
     for kind in INPUT_KINDS:
-        print(f"  {kind}: {kinds[kind]}")
+        say(f"{kind}: {kinds[kind]}", "  ")
     tables = _tables(s, errors, timings)
-    print(f"\n{tables[0]}")
-    print(
-        f"\nTime and memory on {TIMING_INPUTS}; time is the median of the calls after a "
+    print(f"\n{tables[0]}\n")
+    say(
+        f"Time and memory on {TIMING_INPUTS}; time is the median of the calls after a "
         "warm-up, memory the job process's peak resident memory during the calls over what it "
         "held just before them ('-' when not isolated: --isolate all); the last column is the "
         "median ratio of alternately timed pairs."
