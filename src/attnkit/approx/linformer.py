@@ -64,8 +64,10 @@ def linformer(
 
     A projected slot whose row of ``proj_k`` touches no live key is masked (also without
     padding: an all-zero row), so identity projections with padding equal exact masked
-    attention, and a (batch, head) with no live key gives output 0, never NaN. Memory
-    O(L k + k S) beyond the inputs.
+    attention, and a (batch, head) with no live key gives output 0, never NaN. Time
+    O(L k + k S); memory beyond the inputs and output: the projected keys and values
+    (..., k, E + Ev) and one block of query rows' scores (the softmax over the k slots
+    runs through attnkit's blocked exact executor).
 
     Raises:
         ShapeError, DTypeError, ParameterError, ArgumentTypeError (attnkit errors) before
