@@ -79,7 +79,7 @@ def test_fused_with_mask_and_gqa(sdpa_calls: list) -> None:
 )
 def test_generic_where_semantics_differ(sdpa_calls: list, kwargs: dict, blocks: bool) -> None:
     """No whole-call SDPA; with impl="auto" the blocked executor may run SDPA per block
-    (q pre-scaled, scale=1.0), which the conformance matrix checks like any other path."""
+    (with the call's scale), which the conformance matrix checks like any other path."""
     kwargs = dict(kwargs)
     q, k, v = _qkv((1, 2, 6, 8), (1, 2, kwargs.pop("_kv_len", 6), 8))
     if kwargs.get("rng") == "torch":
@@ -88,8 +88,25 @@ def test_generic_where_semantics_differ(sdpa_calls: list, kwargs: dict, blocks: 
         kwargs["attn_mask"] = torch.ones(6, 6, dtype=torch.bool)
     out = ak.scaled_dot_product_attention(q, k, v, **kwargs)
     assert not any("enable_gqa" in c for c in sdpa_calls), f"{kwargs} must not use whole-call SDPA"
-    assert all(c.get("scale") == 1.0 for c in sdpa_calls)
+    assert all(c.get("scale") == pytest.approx(8**-0.5) for c in sdpa_calls)
     assert bool(sdpa_calls) == blocks, f"{kwargs}: per-block SDPA calls {len(sdpa_calls)}"
     if blocks:
         generic = ak.scaled_dot_product_attention(q, k, v, **{**kwargs, "impl": "generic"})
         torch.testing.assert_close(out, generic, rtol=1e-12, atol=1e-12)
+
+
+def test_block_mask_cache_sees_in_place_writes():
+    """The per-block SDPA keeps the additive form of the last bool mask; writing into that
+    mask in place between calls must not reuse the stale form."""
+    from attnkit.backends.torch.fused import block_attention
+
+    q, k, v = _qkv((1, 2, 6, 8), (1, 2, 6, 8), seed=3)
+    mask = torch.ones(6, 6, dtype=torch.bool)
+    first = block_attention(q, k, v, mask, 0.5)
+    mask[:, 3:] = False
+    second = block_attention(q, k, v, mask, 0.5)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask.clone(), scale=0.5
+    )
+    torch.testing.assert_close(second, expected, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(first, second)

@@ -90,6 +90,11 @@ def status(field):  # KiB; VmHWM (peak) is per process image, unlike ru_maxrss a
 if sys.argv[1] == "off":
     kernel = A._kernel
     A._kernel = lambda xp, name: None if name == "recompute_block" else kernel(xp, name)
+# warm-up: the first recomputed backward loads code (tens of MiB resident for good)
+D.RECOMPUTE_ABOVE_ELEMENTS = 0
+w = [torch.randn(1, 2, 256, 16, requires_grad=True) for _ in range(3)]
+ak.scaled_dot_product_attention(*w, impl="generic", block_size=64).sum().backward()
+D.RECOMPUTE_ABOVE_ELEMENTS = 2**24
 q, k, v = (torch.randn(1, 2, 4096, 16, requires_grad=True) for _ in range(3))
 before = status("VmRSS:")
 out = ak.scaled_dot_product_attention(q, k, v, impl="generic", block_size=64)

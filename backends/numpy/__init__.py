@@ -10,6 +10,7 @@ from attnkit.errors import ArgumentTypeError
 __all__ = [
     "NAME",
     "available",
+    "block_attention",
     "check_rng",
     "dropout_keep",
     "from_numpy",
@@ -95,3 +96,17 @@ def namespace() -> Any:
     import array_api_compat.numpy as xp
 
     return xp
+
+
+def block_attention(
+    q: Any, k: Any, v: Any, mask: Any, scale: float, shift_free: bool = False
+) -> Any:
+    """One block of attnkit's generic executor, head by head in a reused buffer
+    (:mod:`attnkit.backends.numpy.fused`); None where it does not apply."""
+    from .fused import block_attention as block
+
+    return block(q, k, v, mask, scale, shift_free)
+
+
+#: the executor decides the shift-free bound for this kernel (it reads ``shift_free``)
+block_attention.uses_shift_free = True  # type: ignore[attr-defined]

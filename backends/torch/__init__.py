@@ -12,6 +12,7 @@ __all__ = [
     "available",
     "block_attention",
     "check_rng",
+    "concrete_float",
     "dropout_keep",
     "from_numpy",
     "fused_attention",
@@ -99,13 +100,21 @@ def fused_attention(problem: Any) -> Any:
     return fused(problem) if supported() else None
 
 
-def block_attention(q: Any, k: Any, v: Any, mask: Any) -> Any:
+def concrete_float(x: Any) -> float:
+    """``float`` of a 0-d tensor, detached first (no warning when it requires grad)."""
+    return float(x.detach())
+
+
+def block_attention(
+    q: Any, k: Any, v: Any, mask: Any, scale: float, shift_free: bool = False
+) -> Any:
     """One block of attnkit's generic executor through ``F.scaled_dot_product_attention``
-    (q already scaled; mask bool, additive or None), or None where SDPA does not apply."""
+    (mask bool, additive or None), or None where SDPA does not apply. ``shift_free`` is
+    not used: SDPA stabilizes the softmax itself."""
     from .fused import block_attention as block
     from .fused import supported
 
-    return block(q, k, v, mask) if supported() else None
+    return block(q, k, v, mask, scale) if supported() else None
 
 
 def normal(rng: Any, shape: tuple[int, ...], *, dtype: Any, device: Any = None) -> Any:

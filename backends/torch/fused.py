@@ -83,12 +83,38 @@ def _plain_causal(p: Any) -> bool:
     return g.q_offset + shift == g.kv_offset
 
 
-def block_attention(q: Any, k: Any, v: Any, mask: Any) -> Any:
-    """SDPA on one block: q (..., Bq, E) already scaled, k (..., Sk, E), v (..., Sk, Ev),
-    mask bool (True = may attend), additive float or None. None where leading dims differ
-    (SDPA's fast kernels do not broadcast them)."""
+def block_attention(q: Any, k: Any, v: Any, mask: Any, scale: float) -> Any:
+    """SDPA on one block: q (..., Bq, E), k (..., Sk, E), v (..., Sk, Ev), mask bool
+    (True = may attend), additive float or None. None where leading dims differ (SDPA's
+    fast kernels do not broadcast them).
+
+    SDPA turns a bool mask into an additive one on every call; the executor passes the
+    same mask object for every interior block of a window (its tiles are cached), so the
+    additive form of the last bool mask seen is kept and reused.
+    """
+    import torch
     import torch.nn.functional as F
 
     if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
         return None
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)
+    if mask is not None and mask.dtype == torch.bool:
+        mask = _additive(mask, q.dtype)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+_LAST_MASK: list[tuple[Any, int, Any, Any]] = []  # [(bool mask, version, dtype, additive)]
+
+
+def _additive(mask: Any, dtype: Any) -> Any:
+    """0 where ``mask`` is True, -inf elsewhere, in ``dtype``; reused for the same mask
+    object while it is unmodified (its version counter counts in-place writes)."""
+    import torch
+
+    if _LAST_MASK:
+        last, version, last_dtype, additive = _LAST_MASK[0]
+        if last is mask and version == mask._version and last_dtype == dtype:
+            return additive
+    additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    additive.masked_fill_(~mask, -torch.inf)
+    _LAST_MASK[:] = [(mask, mask._version, dtype, additive)]
+    return additive

@@ -13,6 +13,14 @@ For one block of rows this computes, in the compute dtype (float32 for 16-bit in
     e, denom, lse = softmax_parts(scores + additive_mask, allowed)   # e = exp(s - max)
     out     = (e @ v) / denom                        # (..., Bq, Ev)
 
+Two exact shortcuts save passes over the (..., Bq, Sk) scores. When the Cauchy-Schwarz
+bound ``max_i |q_i| * max_j |k_j|`` (scale folded in) proves that every score lies in
+[-T, T] with exp(T) * S far from overflow and exp(-T) a normal number (T about 78 in
+float32 at S = 4096, from the dtype's range), the row maximum is not subtracted: the
+softmax is the same function and every exp is computed to full relative precision.
+And without weights or dropout, ``denom`` comes out of the value product itself: ``e @
+[v | 1]`` gives ``e @ v`` and the row sums in one matrix product.
+
 and, when weights or dropout are asked for, ``weights = dropout(e / denom)`` (the weights
 applied are the ones returned) and ``out = weights @ v``.
 """
@@ -28,7 +36,7 @@ from ._shapes import broadcast_shapes, prod
 from ._validate import Problem, gqa_mask
 from .masks import Tile, clip_ranges
 from .score_mods import apply_score_mod
-from .softmax import softmax_parts
+from .softmax import softmax_denominator, softmax_numerator, softmax_parts
 
 __all__ = [
     "DEFAULT_BLOCK_BUDGET",
@@ -52,27 +60,29 @@ DEFAULT_BLOCK_BUDGET = 2**22
 class Prepared:
     """Operands in the compute dtype, with keys no query may attend zeroed."""
 
-    query: Any  # (..., L, E), already multiplied by scale
+    query: Any  # (..., L, E), not yet multiplied by scale (each block scales its rows)
     key: Any  # (..., S, E)
     value: Any  # (..., S, Ev)
     allowed_mask: Any  # bool mask from attn_mask or None
     additive: Any  # float additive mask or None
     lead: tuple[int, ...]  # broadcast leading dims of all operands
     tile_cache: dict[Any, Any]  # structure tiles by block shape (translation-invariant masks)
+    shift_free: bool = False  # every score provably in [-T, T]: exp without the row max
+    value_ones: Any = None  # (..., S, Ev + 1): value with a column of ones, or None
 
 
-def prepare_operands(p: Problem) -> Prepared:
-    """Cast to the compute dtype, fold in the scale and neutralize dead keys.
+def prepare_operands(p: Problem, shortcuts: bool = False) -> Prepared:
+    """Cast to the compute dtype and neutralize dead keys.
 
     A key column that no query row may attend (by attn_mask) is replaced by zeros in key
     and value, so a NaN or inf stored there (padding) cannot reach any output or gradient
-    through 0 * NaN in the matrix products.
+    through 0 * NaN in the matrix products. ``shortcuts=True`` (the executor without
+    weights or dropout) also decides the module docstring's two shortcuts.
     """
     xp, cd = p.xp, p.compute_dtype
     q, k, v = p.query, p.key, p.value
     if q.dtype != cd:
         q, k, v = xp.astype(q, cd), xp.astype(k, cd), xp.astype(v, cd)
-    q = q * p.scale
     allowed_mask, additive = None, None
     if p.mask is not None:
         if p.mask_is_bool:
@@ -92,7 +102,44 @@ def prepare_operands(p: Problem) -> Prepared:
         shapes.append(p.mask.shape[:-2])
     lead = broadcast_shapes(*shapes)
     assert lead is not None, "validated shapes must broadcast"
-    return Prepared(q, k, v, allowed_mask, additive, lead, {})
+    shift_free, value_ones = False, None
+    kernel = p.block_kernel
+    if shortcuts and p.L and p.S:
+        if kernel is None or getattr(kernel, "uses_shift_free", False):
+            shift_free = additive is None and p.score_mod is None and _scores_bounded(p, q, k)
+        if kernel is None:
+            ones = xp.ones((*v.shape[:-1], 1), dtype=v.dtype, device=p.device)
+            value_ones = xp.concat([v, ones], axis=-1)  # (..., S, Ev + 1)
+    return Prepared(q, k, v, allowed_mask, additive, lead, {}, shift_free, value_ones)
+
+
+def shift_free_limit(dtype_info: Any, S: int) -> float:
+    """The largest T such that scores in [-T, T] need no max subtraction: S * exp(T)
+    stays 2**-3 below the largest float and exp(-T) stays 2**3 above the smallest normal
+    number (so no exp overflows, underflows or loses precision to subnormals)."""
+    top = math.log(dtype_info.max) - math.log(max(S, 1)) - 3 * math.log(2)
+    bottom = -math.log(dtype_info.smallest_normal) - 3 * math.log(2)
+    return min(top, bottom)
+
+
+def _scores_bounded(p: Problem, q: Any, k: Any) -> bool:
+    """Whether |scale * q_i . k_j| <= shift_free_limit for all pairs, by Cauchy-Schwarz
+    (scale^2 max_i |q_i|^2 max_j |k_j|^2 <= T^2; NaN or inf fails the test). Decided on
+    concrete values only: under tracing (jax.jit) it is False. Skipped (False) for short
+    query or key axes, where the norms would cost more than the passes they save."""
+    if min(p.L, p.S) < 2 * q.shape[-1]:
+        return False
+    from .attention import _kernel  # here: attention imports this module
+
+    xp = p.xp
+    to_float = _kernel(xp, "concrete_float") or float  # torch: detached, no autograd warning
+    try:
+        q_sq = to_float(xp.max(xp.vecdot(q, q)))  # max_i |q_i|^2, no (..., L, E) temporary
+        k_sq = to_float(xp.max(xp.vecdot(k, k)))  # max_j |k_j|^2
+    except (TypeError, RuntimeError, ValueError):  # traced: no concrete value (jax.jit)
+        return False
+    limit = shift_free_limit(xp.finfo(q.dtype), p.S)
+    return p.scale * p.scale * q_sq * k_sq <= limit * limit
 
 
 def zero_dead_keys(xp: Any, key: Any, value: Any, allowed: Any) -> tuple[Any, Any]:
@@ -263,16 +310,23 @@ def attend_block(
     k = _select_rows(xp, ops.key, t.ranges)  # (..., Sk, E)
     v = _select_rows(xp, ops.value, t.ranges)  # (..., Sk, Ev)
     if p.block_kernel is not None:  # a fused kernel computes this block (no lse needed)
-        out = p.block_kernel(q, k, v, _combined_mask(xp, allowed, ops, t))
+        mask = _combined_mask(xp, allowed, ops, t)
+        out = p.block_kernel(q, k, v, mask, p.scale, ops.shift_free)
         if out is not None:
             return out, None, None
-    scores = q @ xp.matrix_transpose(k)  # (..., Bq, Sk)
+    scores = (q * p.scale) @ xp.matrix_transpose(k)  # (..., Bq, Sk), scaled block by block
     if p.score_mod is not None:
         scores = apply_score_mod(p.score_mod, xp, scores, t, p.num_heads, p.gqa_groups)
     if ops.additive is not None:
         scores = scores + t.columns(t.rows(ops.additive))
     maskable = allowed is not None or ops.additive is not None
-    e, denom, lse = softmax_parts(xp, scores, allowed, maskable)  # (..., Bq, Sk), (..., Bq, 1)
+    if ops.value_ones is not None and not (need_weights or p.dropout_p > 0):
+        e, row_max = softmax_numerator(xp, scores, allowed, maskable, ops.shift_free)
+        v1 = _select_rows(xp, ops.value_ones, t.ranges)  # (..., Sk, Ev + 1)
+        both = e @ v1  # (..., Bq, Ev + 1): e @ v and the row sums of e in one product
+        denom, lse = softmax_denominator(xp, both[..., p.Ev :], row_max, maskable)
+        return both[..., : p.Ev] / denom, None, lse  # (..., Bq, Ev)
+    e, denom, lse = softmax_parts(xp, scores, allowed, maskable, ops.shift_free)
     if not (need_weights or p.dropout_p > 0):
         out = (e @ v) / denom  # (..., Bq, Ev): normalizing after the product is cheaper
         return out, None, lse
@@ -312,7 +366,7 @@ def blocked_attention(
     (``torch.utils.checkpoint``, ``jax.checkpoint``) rather than storing its scores.
     """
     xp = p.xp
-    ops = prepare_operands(p)
+    ops = prepare_operands(p, shortcuts=not need_weights and p.dropout_p == 0)
     if p.L == 0:
         return empty_result(p, ops.lead, 0, need_weights)
     rows = block_size or choose_block_size(p, ops.lead)

@@ -28,8 +28,8 @@ __all__ = ["reference_attention"]
 def reference_attention(p: Problem) -> tuple[Any, Any, Any]:
     """(out (..., L, Ev), weights (..., L, S), lse (..., L)) in the compute dtype."""
     xp = p.xp
-    ops = prepare_operands(p)  # compute dtype, scale folded into the query, dead keys zeroed
-    scores = ops.query @ xp.matrix_transpose(ops.key)  # (..., L, S)
+    ops = prepare_operands(p)  # compute dtype, dead keys zeroed
+    scores = (ops.query * p.scale) @ xp.matrix_transpose(ops.key)  # (..., L, S)
     tile = Tile(xp, p.device, p.geometry, 0, p.L, [(0, p.S)])
     if p.score_mod is not None:
         scores = apply_score_mod(p.score_mod, xp, scores, tile, p.num_heads, p.gqa_groups)
