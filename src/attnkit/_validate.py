@@ -339,7 +339,99 @@ def prepare(
     impl: Any,
     score_mod: Any = None,
 ) -> Problem:
-    """Validate one call and return its :class:`Problem`; raise before any work."""
+    """Validate one call and return its :class:`Problem`; raise before any work.
+
+    A call without mask, window, dropout or score_mod whose signature (array types,
+    shapes, dtypes, devices and scalar arguments) was validated before reuses that
+    validation (:func:`_signature`): a decoding loop pays for its checks once.
+    """
+    sig = None
+    plain = attn_mask is None and window is None and score_mod is None
+    if plain and type(dropout_p) in (float, int) and dropout_p == 0:
+        sig = _signature(query, key, value, is_causal, scale, enable_gqa,
+                         causal_alignment, q_offset, kv_offset, impl)  # fmt: skip
+        known = _VALIDATED.get(sig) if sig is not None else None
+        if known is not None:
+            return _from_signature(known, query, key, value)
+    args = (attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment, window)
+    problem = _prepare(query, key, value, *args, q_offset, kv_offset, rng, impl, score_mod)
+    if sig is not None:
+        if len(_VALIDATED) >= _VALIDATED_MAX:
+            _VALIDATED.clear()
+        _VALIDATED[sig] = _from_signature(problem, None, None, None)  # no arrays kept
+    return problem
+
+
+#: Problems of validated signatures (their arrays are replaced on reuse), at most
+#: _VALIDATED_MAX of them.
+_VALIDATED: dict[tuple[Any, ...], Problem] = {}
+_VALIDATED_MAX = 64
+
+
+def _signature(
+    query: Any,
+    key: Any,
+    value: Any,
+    is_causal: Any,
+    scale: Any,
+    enable_gqa: Any,
+    causal_alignment: Any,
+    q_offset: Any,
+    kv_offset: Any,
+    impl: Any,
+) -> tuple[Any, ...] | None:
+    """What decides a plain call's validation, or None where it cannot be told cheaply
+    (types other than the exact builtins, arrays without a ``device`` attribute such as
+    JAX tracers): such calls are validated in full every time."""
+    t = type(query)
+    if not (
+        type(key) is t
+        and type(value) is t
+        and type(is_causal) is bool
+        and type(enable_gqa) is bool
+        and (scale is None or type(scale) is float)
+        and type(q_offset) is int
+        and type(kv_offset) is int
+        and type(impl) is str
+        and type(causal_alignment) is str
+    ):
+        return None
+    try:
+        devices = (query.device, key.device, value.device)
+        return (t, tuple(query.shape), tuple(key.shape), tuple(value.shape), query.dtype,
+                key.dtype, value.dtype, devices, is_causal, scale, enable_gqa,
+                causal_alignment, q_offset, kv_offset, impl)  # fmt: skip
+    except (AttributeError, TypeError, RuntimeError, ValueError):  # tracers, unhashable
+        return None
+
+
+def _from_signature(known: Problem, query: Any, key: Any, value: Any) -> Problem:
+    """A Problem for new arrays of an already validated signature (None: no arrays)."""
+    if known.gqa_groups > 1 and query is not None:
+        query, key, value, _ = _reshape_for_gqa(known.xp, query, key, value, None, known.gqa_groups)
+    return Problem(known.xp, known.device, known.dtype, known.compute_dtype, query, key, value,
+                   None, False, known.out_lead, known.L, known.S, known.Ev, known.scale,
+                   known.structure, known.geometry, 0.0, None, known.gqa_groups, None,
+                   known.num_heads)  # fmt: skip
+
+
+def _prepare(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any,
+    dropout_p: Any,
+    is_causal: Any,
+    scale: Any,
+    enable_gqa: Any,
+    causal_alignment: Any,
+    window: Any,
+    q_offset: Any,
+    kv_offset: Any,
+    rng: Any,
+    impl: Any,
+    score_mod: Any,
+) -> Problem:
     _check_scalars(dropout_p, scale, impl, causal_alignment, is_causal)
     window = _check_window(window)
     q_offset = _check_int("q_offset", q_offset)
