@@ -205,6 +205,7 @@ def test_init_follows_torch_scheme() -> None:
         if "bias" in name and name not in ("bias_k", "bias_v"):
             assert (b == 0).all(), name
             continue
+        a, b = a.detach(), b.detach()
         assert abs(float(a.std()) - float(b.std())) <= 0.08 * float(a.std()), name
         if name != "bias_k" and name != "bias_v":
             assert float(b.abs().max()) <= float(a.abs().max()) * 1.01 + 1e-6, name
