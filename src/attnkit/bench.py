@@ -23,6 +23,14 @@ Cases (W is the window's total width, as PERFORMANCE.md's "window 256")::
     memory   dense at a large L, one eager call (no jit: under jax.jit every query block
              of the executor would be unrolled), for the peak resident memory
 
+Worker processes run with ``THP_MEM_ALLOC_ENABLE=1`` unless the caller set it
+(:data:`WORKER_ENV`): PyTorch's CPU allocator then asks the kernel for transparent huge
+pages on allocations of 2 MiB and more, as NumPy does by default. Without it, every fresh
+tensor above glibc's 32 MiB mmap limit (an (8, 16384, 64) float32 output is one) is
+page-faulted 4 KiB at a time on every call, while at half the length glibc recycles the
+memory: a cost that falls on one side of a growth ratio only. It applies to every torch
+implementation alike, baselines included.
+
 Framework code (the baselines, ``jax.jit``, gradients) lives in
 ``attnkit.backends.<name>.bench``; this module imports no framework.
 """
@@ -32,6 +40,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -51,6 +60,7 @@ __all__ = [
     "HEAD_DIM",
     "SCORE_CAP_BYTES",
     "TOLERANCE",
+    "WORKER_ENV",
     "Case",
     "Job",
     "Measurement",
@@ -59,6 +69,7 @@ __all__ = [
     "measure",
     "peak_rss_bytes",
     "run_job",
+    "worker_env",
 ]
 
 BATCH, HEADS, HEAD_DIM = 1, 8, 64
@@ -311,6 +322,15 @@ def _forward_backward(tools: Any, attend: Callable[..., Any], q: Any, k: Any, v:
     return time.perf_counter() - start
 
 
+#: Environment variables every worker process gets unless already set (module docstring).
+WORKER_ENV = {"THP_MEM_ALLOC_ENABLE": "1"}
+
+
+def worker_env() -> dict[str, str]:
+    """This process's environment with :data:`WORKER_ENV` filled in where unset."""
+    return {**WORKER_ENV, **os.environ}
+
+
 def run_job(job: Job, *, isolated: bool, timeout_s: float = 1800.0) -> Measurement:
     """Measure ``job`` in a fresh interpreter (``isolated``) or in this process.
 
@@ -324,6 +344,7 @@ def run_job(job: Job, *, isolated: bool, timeout_s: float = 1800.0) -> Measureme
         proc = subprocess.run(
             [sys.executable, "-m", "attnkit.bench"],
             input=payload,
+            env=worker_env(),
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -39,7 +39,17 @@ from typing import Any
 
 from . import approx, backends
 from .attention import scaled_dot_product_attention
-from .bench import BATCH, HEAD_DIM, HEADS, Case, _inputs, _timed, bench_tools, peak_rss_bytes
+from .bench import (
+    BATCH,
+    HEAD_DIM,
+    HEADS,
+    Case,
+    _inputs,
+    _timed,
+    bench_tools,
+    peak_rss_bytes,
+    worker_env,
+)
 
 __all__ = [
     "GROWTH_BOUND",
@@ -304,6 +314,7 @@ def run_job(job: ApproxJob, *, isolated: bool, timeout_s: float = 1800.0) -> App
         proc = subprocess.run(
             [sys.executable, "-m", "attnkit.bench_approx"],
             input=json.dumps(asdict(job)),
+            env=worker_env(),  # THP for torch's allocator, as attnkit.bench's workers
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -254,6 +254,9 @@ def _print_report(
     versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items())
     print(f"\nattnkit bench --approx ({'quick' if s.quick else 'full'})")
     say(f"{info['cpu']}, {info['cores']} cores; {versions}")
+    if info.get("worker_env"):
+        env = " ".join(f"{k}={v}" for k, v in info["worker_env"].items())
+        say(f"worker processes: {env} (see attnkit.bench)")
     print()
     say(
         f"Relative Frobenius error of the output against exact attention ({s.names[0]}, "

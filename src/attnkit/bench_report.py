@@ -29,11 +29,13 @@ from .bench import (
     BATCH,
     HEAD_DIM,
     HEADS,
+    WORKER_ENV,
     Case,
     Job,
     Measurement,
     baselines_for,
     run_job,
+    worker_env,
 )
 from .bench_targets import (
     QUICK_SIZES,
@@ -143,6 +145,7 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "load_average": _load(),  # 1-minute load when the report is made: was it busy?
         "versions": versions,
+        "worker_env": {k: v for k, v in worker_env().items() if k in WORKER_ENV},
     }
 
 
@@ -158,7 +161,9 @@ def _describe_machine(m: dict[str, Any]) -> str:
     load = f", load average {m['load_before']} before / {m['load_average']} after"
     load = load if m.get("load_before") is not None else ""
     libs = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
-    return f"{m['cpu']}, {m['cores']} cores{mem}{load}\n{libs}"
+    env = " ".join(f"{k}={v}" for k, v in m.get("worker_env", {}).items())
+    env = f"\nworker processes: {env}" if env else ""
+    return f"{m['cpu']}, {m['cores']} cores{mem}{load}\n{libs}{env}"
 
 
 class _PlainProgress:
