@@ -191,10 +191,14 @@ def choose_block_size(p: Problem, lead: tuple[int, ...], budget: int = DEFAULT_B
     For each candidate Bq the key columns a block in the middle of the sequence reads
     (Sk: all of S unstructured, about Bq + the window under a window) give the work per
     block, Bq x Sk x heads score elements; the cost of all blocks is
-    ceil(L / Bq) x (work + BLOCK_OVERHEAD_ELEMENTS). Candidates whose block exceeds the
-    memory ``budget`` are skipped (the smallest is kept if none fits).
+    ceil(L / Bq) x (work + overhead), the overhead BLOCK_OVERHEAD_ELEMENTS plus, for a
+    backend kernel that loops over heads, its ``overhead_per_head_elements`` times the
+    heads. Candidates whose block exceeds the memory ``budget`` are skipped (the
+    smallest is kept if none fits).
     """
     heads = max(1, prod(lead))
+    per_head = getattr(p.block_kernel, "overhead_per_head_elements", 0)
+    overhead = BLOCK_OVERHEAD_ELEMENTS + heads * per_head
     best, best_cost = None, math.inf
     for rows in (16, 32, 64, 128, 256, 512, 1024):
         rows = min(rows, max(p.L, 1))
@@ -202,7 +206,7 @@ def choose_block_size(p: Problem, lead: tuple[int, ...], budget: int = DEFAULT_B
         work = rows * width * heads
         if work > budget and best is not None:
             break
-        cost = -(-p.L // rows) * (work + BLOCK_OVERHEAD_ELEMENTS)
+        cost = -(-p.L // rows) * (work + overhead)
         if cost < best_cost:
             best, best_cost = rows, cost
         if rows >= p.L:
