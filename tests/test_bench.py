@@ -233,3 +233,32 @@ def test_rich_display(capsys: pytest.CaptureFixture[str]) -> None:
     display.print_rich_table("title", ("backend", "case", "impl", "ms", "note"), [list("abcde")])
     captured = capsys.readouterr()
     assert "first: 1 ms" in captured.err and "backend" in captured.out
+
+
+def test_rounds_keep_the_fastest_and_the_highest_peak(capsys: pytest.CaptureFixture[str]) -> None:
+    from attnkit.bench_report import _fastest
+
+    job = Job("numpy", Case("dense", 8, 8), ATTNKIT_IMPLS[0])
+    slow = Measurement(job, seconds=2.0, peak_rss_bytes=300, base_rss_bytes=10)
+    fast = Measurement(job, seconds=1.0, peak_rss_bytes=200, base_rss_bytes=20)
+    best = _fastest([slow, fast])
+    assert best.seconds == 1.0 and best.peak_rss_bytes == 300 and best.base_rss_bytes == 10
+    broken = Measurement(job, error="boom")
+    assert _fastest([fast, broken]).error == "boom", "a failed round must not be hidden"
+    assert Settings.for_plan("targets", ("numpy",)).rounds == 3
+    assert Settings.for_plan("default", ("numpy",)).rounds == 1
+    argv = ["bench", "--backend", "numpy", "--lengths", "64", "--window-lengths", "128"]
+    assert main([*argv, "--window", "16", "--rounds", "2", "--isolate", "none", "--plain"]) == 0
+    err = capsys.readouterr().err
+    assert "(round 2/2)" in err and "(round 3/2)" not in err
+
+
+def test_workers_get_the_allocator_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from attnkit.bench import WORKER_ENV, worker_env
+
+    monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "0")  # the caller's choice wins
+    env = worker_env()
+    assert env["THP_MEM_ALLOC_ENABLE"] == "0"
+    assert env["MALLOC_TRIM_THRESHOLD_"] == WORKER_ENV["MALLOC_TRIM_THRESHOLD_"]
+    job = Job("numpy", Case("dense", 16, 16), ATTNKIT_IMPLS[0], repeats=1)
+    assert run_job(job, isolated=True).error is None

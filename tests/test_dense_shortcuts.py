@@ -147,3 +147,14 @@ def test_jax_jit_falls_back_to_row_max():
         err = _rel_err(np.asarray(out), ref)
         assert err <= 2e-6, f"max relative error {err:.3g} > allowed 2e-6"
     assert jnp.all(jnp.isfinite(eager))
+
+
+def test_max_square_norm_in_chunks_keeps_nan():
+    import array_api_compat.numpy as xp
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 20000, 64))  # 2 chunks of 16384 rows
+    expected = float(np.max(np.sum(x * x, axis=-1)))
+    assert dense._max_square_norm(xp, x, float) == pytest.approx(expected, rel=1e-12)
+    x[1, 19000, 3] = np.nan  # in the second chunk
+    assert math.isnan(dense._max_square_norm(xp, x, float))

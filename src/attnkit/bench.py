@@ -23,13 +23,18 @@ Cases (W is the window's total width, as PERFORMANCE.md's "window 256")::
     memory   dense at a large L, one eager call (no jit: under jax.jit every query block
              of the executor would be unrolled), for the peak resident memory
 
-Worker processes run with ``THP_MEM_ALLOC_ENABLE=1`` unless the caller set it
-(:data:`WORKER_ENV`): PyTorch's CPU allocator then asks the kernel for transparent huge
-pages on allocations of 2 MiB and more, as NumPy does by default. Without it, every fresh
-tensor above glibc's 32 MiB mmap limit (an (8, 16384, 64) float32 output is one) is
-page-faulted 4 KiB at a time on every call, while at half the length glibc recycles the
-memory: a cost that falls on one side of a growth ratio only. It applies to every torch
-implementation alike, baselines included.
+Worker processes get a warmed-up allocator through the environment (:data:`WORKER_ENV`,
+each variable only where the caller has not set it): glibc's malloc keeps freed memory
+for reuse (``MALLOC_TRIM_THRESHOLD_`` 1 GiB; ``MALLOC_MMAP_THRESHOLD_`` 32 MiB, the
+largest it accepts, the value its adaptive threshold climbs to anyway), and PyTorch's
+CPU allocator asks for transparent huge pages on allocations of 2 MiB and more
+(``THP_MEM_ALLOC_ENABLE=1``, as NumPy does by default). Left to the defaults, a call that
+frees and allocates blocks of scores gets fresh, page-faulted memory on many of its
+allocations (glibc returns the top of its heap as soon as two freed blocks exceed its
+trim threshold), and every array over 32 MiB is faulted 4 KiB at a time: that costs up
+to half the time of a blocked PyTorch call and falls unevenly on the two sides of a
+growth ratio. The same settings apply to every implementation, baselines included;
+users get the same speed by setting them (or by running under jemalloc or tcmalloc).
 
 Framework code (the baselines, ``jax.jit``, gradients) lives in
 ``attnkit.backends.<name>.bench``; this module imports no framework.
@@ -265,6 +270,12 @@ def _measure(job: Job) -> Measurement:
     return m
 
 
+#: Warm-up calls before the samples (besides the first, timed apart), within WARMUP_S:
+#: the first calls of a process run slower (about 1.5x for a window at L = 8192 on
+#: PyTorch) while the allocator's heap grows and its pages are first touched.
+WARMUP_CALLS, WARMUP_S = 5, 1.0
+
+
 def _timed(call: Callable[[], Any], adapter: ModuleType, repeats: int) -> tuple[Any, list, int]:
     """(last result, per-call seconds of each of ``repeats`` samples, calls per sample)."""
 
@@ -276,8 +287,13 @@ def _timed(call: Callable[[], Any], adapter: ModuleType, repeats: int) -> tuple[
         return result, (time.perf_counter() - start) / n
 
     result, once = run(1)
+    warm_until = time.perf_counter() + WARMUP_S
+    for _ in range(WARMUP_CALLS):  # the allocator's heap and huge pages settle first
+        if time.perf_counter() > warm_until:
+            break
+        result, once = run(1)
     calls = 1 if once >= MIN_SAMPLE_S else math.ceil(MIN_SAMPLE_S / max(once, 1e-7))
-    samples = [once] if calls == 1 else []
+    samples = []
     while len(samples) < repeats:
         result, seconds = run(calls)
         samples.append(seconds)
@@ -323,7 +339,11 @@ def _forward_backward(tools: Any, attend: Callable[..., Any], q: Any, k: Any, v:
 
 
 #: Environment variables every worker process gets unless already set (module docstring).
-WORKER_ENV = {"THP_MEM_ALLOC_ENABLE": "1"}
+WORKER_ENV = {
+    "MALLOC_TRIM_THRESHOLD_": str(2**30),
+    "MALLOC_MMAP_THRESHOLD_": str(2**25),
+    "THP_MEM_ALLOC_ENABLE": "1",
+}
 
 
 def worker_env() -> dict[str, str]:

@@ -89,6 +89,7 @@ def _bench(args: argparse.Namespace) -> int:
         json_path=args.json,
         plot_path=args.plot,
         plain=args.plain,
+        rounds=args.rounds,
     )
     results, _ = run(settings)
     broken = [m for m in results if m.job.impl in ATTNKIT_IMPLS and m.error]
@@ -160,6 +161,12 @@ def _add_bench(commands: Any) -> None:
     )
     bench.add_argument(
         "--repeats", type=_positive_int, help="timed samples, median taken (default 5)"
+    )
+    bench.add_argument(
+        "--rounds",
+        type=_positive_int,
+        help="run the timed measurements this many times, interleaved, and keep each one's "
+        "fastest round (default 3 with --targets, else 1; the machine's noise only adds time)",
     )
     bench.add_argument(
         "--flex",

@@ -107,7 +107,9 @@ def prepare_operands(p: Problem, shortcuts: bool = False) -> Prepared:
     if shortcuts and p.L and p.S:
         if kernel is None or getattr(kernel, "uses_shift_free", False):
             shift_free = additive is None and p.score_mod is None and _scores_bounded(p, q, k)
-        if kernel is None:
+        # [v | 1] is a copy of v: worth it where every block reads all keys, eagerly only
+        # (under jax.jit XLA's own fusion is faster); a window's blocks sum their few keys
+        if kernel is None and shift_free and p.structure is None:
             ones = xp.ones((*v.shape[:-1], 1), dtype=v.dtype, device=p.device)
             value_ones = xp.concat([v, ones], axis=-1)  # (..., S, Ev + 1)
     return Prepared(q, k, v, allowed_mask, additive, lead, {}, shift_free, value_ones)
@@ -134,12 +136,28 @@ def _scores_bounded(p: Problem, q: Any, k: Any) -> bool:
     xp = p.xp
     to_float = _kernel(xp, "concrete_float") or float  # torch: detached, no autograd warning
     try:
-        q_sq = to_float(xp.max(xp.vecdot(q, q)))  # max_i |q_i|^2, no (..., L, E) temporary
-        k_sq = to_float(xp.max(xp.vecdot(k, k)))  # max_j |k_j|^2
+        q_sq = _max_square_norm(xp, q, to_float)  # max_i |q_i|^2
+        k_sq = _max_square_norm(xp, k, to_float)  # max_j |k_j|^2
     except (TypeError, RuntimeError, ValueError):  # traced: no concrete value (jax.jit)
         return False
     limit = shift_free_limit(xp.finfo(q.dtype), p.S)
     return p.scale * p.scale * q_sq * k_sq <= limit * limit
+
+
+def _max_square_norm(xp: Any, x: Any, to_float: Any) -> float:
+    """max over rows of |x_r|^2 for x (..., N, E), NaN if any is NaN, read 2**21 elements
+    at a time: a backend's vecdot may build the (..., N, E) product first, and a
+    temporary over 32 MiB is fresh, page-faulted memory on every call."""
+    n = x.shape[-2]
+    rows = max(1, (2**21) // max(1, prod(x.shape[:-2]) * x.shape[-1]))
+    best = -math.inf
+    for lo in range(0, n, rows):
+        part = x[..., lo : min(lo + rows, n), :]  # (..., <= rows, E)
+        value = to_float(xp.max(xp.vecdot(part, part)))
+        if math.isnan(value):
+            return value
+        best = max(best, value)
+    return best
 
 
 def zero_dead_keys(xp: Any, key: Any, value: Any, allowed: Any) -> tuple[Any, Any]:
