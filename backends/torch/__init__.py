@@ -94,10 +94,21 @@ def synchronize(x: Any) -> None:
 
 def fused_attention(problem: Any) -> Any:
     """``F.scaled_dot_product_attention`` where it equals attnkit exactly, else None."""
-    from .fused import fused_attention as fused
-    from .fused import supported
+    fused = _fused()
+    return fused.fused_attention(problem) if fused.supported() else None
 
-    return fused(problem) if supported() else None
+
+_FUSED: list[Any] = []
+
+
+def _fused() -> Any:
+    """The ``fused`` module, imported on first use (it imports torch): once per process,
+    since a decoding step must not pay for an import statement."""
+    if not _FUSED:
+        from . import fused
+
+        _FUSED.append(fused)
+    return _FUSED[0]
 
 
 def concrete_float(x: Any) -> float:
@@ -111,10 +122,8 @@ def block_attention(
     """One block of attnkit's generic executor through ``F.scaled_dot_product_attention``
     (mask bool, additive or None), or None where SDPA does not apply. ``shift_free`` is
     not used: SDPA stabilizes the softmax itself."""
-    from .fused import block_attention as block
-    from .fused import supported
-
-    return block(q, k, v, mask, scale) if supported() else None
+    fused = _fused()
+    return fused.block_attention(q, k, v, mask, scale) if fused.supported() else None
 
 
 def normal(rng: Any, shape: tuple[int, ...], *, dtype: Any, device: Any = None) -> Any:

@@ -12,6 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+import torch.nn.functional as F
+
+from attnkit import masks
+from attnkit.dense import zero_dead_keys
+
 __all__ = ["block_attention", "fused_attention", "supported"]
 
 _SUPPORTED: list[bool] = []
@@ -20,8 +26,6 @@ _SUPPORTED: list[bool] = []
 def supported() -> bool:
     """torch >= 2.5: older releases give NaN on fully masked rows and lack enable_gqa."""
     if not _SUPPORTED:
-        import torch
-
         version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
         _SUPPORTED.append(version >= (2, 5))
     return _SUPPORTED[0]
@@ -29,11 +33,6 @@ def supported() -> bool:
 
 def fused_attention(p: Any) -> Any:
     """The output (..., Hq, L, Ev) in the inputs' dtype, or None where SDPA does not apply."""
-    import torch
-    import torch.nn.functional as F
-
-    from attnkit.dense import zero_dead_keys
-
     if p.dropout_p > 0 or p.score_mod is not None or p.L == 0 or p.S == 0:
         return None
     causal = _plain_causal(p)
@@ -74,8 +73,6 @@ def _merge_head_axes(mask: Any, hkv: int, groups: int) -> Any:
 
 def _plain_causal(p: Any) -> bool:
     """Whether the structure is exactly SDPA's is_causal: key j <= query i, diagonal at 0."""
-    from attnkit import masks
-
     s, g = p.structure, p.geometry
     if s is None or (masks.causal("top_left") != s and masks.causal("bottom_right") != s):
         return False
@@ -92,9 +89,6 @@ def block_attention(q: Any, k: Any, v: Any, mask: Any, scale: float) -> Any:
     same mask object for every interior block of a window (its tiles are cached), so the
     additive form of the last bool mask seen is kept and reused.
     """
-    import torch
-    import torch.nn.functional as F
-
     if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
         return None
     if mask is not None and mask.dtype == torch.bool:
@@ -108,8 +102,6 @@ _LAST_MASK: list[tuple[Any, int, Any, Any]] = []  # [(bool mask, version, dtype,
 def _additive(mask: Any, dtype: Any) -> Any:
     """0 where ``mask`` is True, -inf elsewhere, in ``dtype``; reused for the same mask
     object while it is unmodified (its version counter counts in-place writes)."""
-    import torch
-
     if _LAST_MASK:
         last, version, last_dtype, additive = _LAST_MASK[0]
         if last is mask and version == mask._version and last_dtype == dtype:

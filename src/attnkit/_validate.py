@@ -397,9 +397,9 @@ def _signature(
     ):
         return None
     try:
-        devices = (query.device, key.device, value.device)
-        return (t, tuple(query.shape), tuple(key.shape), tuple(value.shape), query.dtype,
-                key.dtype, value.dtype, devices, is_causal, scale, enable_gqa,
+        # shapes as they come: tuples, or torch.Size (a tuple subclass, hashed alike)
+        return (t, query.shape, key.shape, value.shape, query.dtype, key.dtype, value.dtype,
+                query.device, key.device, value.device, is_causal, scale, enable_gqa,
                 causal_alignment, q_offset, kv_offset, impl)  # fmt: skip
     except (AttributeError, TypeError, RuntimeError, ValueError):  # tracers, unhashable
         return None

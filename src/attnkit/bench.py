@@ -26,11 +26,13 @@ Cases (W is the window's total width, as PERFORMANCE.md's "window 256")::
 Worker processes get a warmed-up allocator through the environment (:data:`WORKER_ENV`,
 each variable only where the caller has not set it): glibc's malloc keeps freed memory
 for reuse (``MALLOC_TRIM_THRESHOLD_`` 1 GiB; ``MALLOC_MMAP_THRESHOLD_`` 32 MiB, the
-largest it accepts, the value its adaptive threshold climbs to anyway), and PyTorch's
-CPU allocator asks for transparent huge pages on allocations of 2 MiB and more
-(``THP_MEM_ALLOC_ENABLE=1``, as NumPy does by default). Left to the defaults, a call that
-frees and allocates blocks of scores gets fresh, page-faulted memory on many of its
-allocations (glibc returns the top of its heap as soon as two freed blocks exceed its
+largest it accepts, the value its adaptive threshold climbs to anyway) and asks for
+transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, glibc >= 2.35), as
+PyTorch's CPU allocator does with ``THP_MEM_ALLOC_ENABLE=1`` and NumPy by default, so
+that memory it must map afresh (any array over 32 MiB, such as JAX's or NumPy's
+(8, 16384, 64) float32 output) is faulted 2 MiB at a time. Left to the defaults, a
+call that frees and allocates blocks of scores gets fresh, page-faulted memory on many
+of its allocations (glibc returns the top of its heap as soon as two freed blocks exceed its
 trim threshold), and every array over 32 MiB is faulted 4 KiB at a time: that costs up
 to half the time of a blocked PyTorch call and falls unevenly on the two sides of a
 growth ratio. The same settings apply to every implementation, baselines included;
@@ -342,6 +344,7 @@ def _forward_backward(tools: Any, attend: Callable[..., Any], q: Any, k: Any, v:
 WORKER_ENV = {
     "MALLOC_TRIM_THRESHOLD_": str(2**30),
     "MALLOC_MMAP_THRESHOLD_": str(2**25),
+    "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
     "THP_MEM_ALLOC_ENABLE": "1",
 }
 
