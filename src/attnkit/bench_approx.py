@@ -20,8 +20,9 @@ k = m = 64, 128, 256 (:data:`LENGTHS`, :data:`PARAMS`), this measures
   cannot hide the working memory; elsewhere the peak so far is the baseline);
 - **linear growth**: time(L) / time(L/2) at the largest L, which a method linear in L
   keeps near 2 (the bound checked is 2.2; dense attention is quadratic: about 4). The
-  two sizes run in one process, timed alternately, and the median of the ratios of
-  adjacent pairs is reported, so that load on a shared machine hits both sides alike.
+  two sizes run in one process, timed alternately, and the ratio of the two fastest
+  samples is reported (load on a shared machine only ever adds time, and alternating
+  exposes both sides to it alike; ``attnkit bench --targets`` keeps fastest rounds too).
 
 Framework code lives in ``attnkit.backends``; this module imports no framework.
 """
@@ -207,9 +208,13 @@ class ApproxMeasurement:
     error: str | None = None
     isolated: bool = False
     ratios: list[float] | None = None  # growth jobs: time(L) / time(growth_of) per pair
+    short_samples: list[float] | None = None  # growth jobs: the time(growth_of) samples
 
     @property
     def ratio(self) -> float | None:
+        """Growth jobs: fastest time(L) over fastest time(growth_of)."""
+        if self.short_samples and self.samples:
+            return min(self.samples) / min(self.short_samples)
         return None if not self.ratios else statistics.median(self.ratios)
 
     @property
@@ -295,14 +300,19 @@ def _growth(job: ApproxJob, adapter: Any, short: Any, long: Any) -> ApproxMeasur
     """time(long) / time(short), the two timed alternately (one sample each per round)."""
     for call in (short, long):
         adapter.synchronize(call())  # warm-up
-    ratios, samples = [], []
+    ratios, samples, shorts = [], [], []
     for _ in range(job.repeats):
         t_short = _per_call(short, adapter, job.sample_s)
         t_long = _per_call(long, adapter, job.sample_s)
         ratios.append(t_long / t_short)
         samples.append(t_long)
+        shorts.append(t_short)
     return ApproxMeasurement(
-        job, seconds=statistics.median(samples), samples=samples, ratios=ratios
+        job,
+        seconds=statistics.median(samples),
+        samples=samples,
+        ratios=ratios,
+        short_samples=shorts,
     )
 
 

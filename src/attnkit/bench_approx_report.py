@@ -10,6 +10,7 @@ method with time(L) / time(L/2) at the largest L against the bound 2.2.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import textwrap
 from dataclasses import asdict, dataclass, field
@@ -143,6 +144,8 @@ def growth_lines(s: ApproxSettings, timings: list[ApproxMeasurement]) -> list[di
             else:
                 entry["value"] = m.ratio
                 entry["ratios"] = m.ratios
+                entry["fastest_ms"] = [1e3 * min(m.short_samples or [math.nan]),
+                                       1e3 * min(m.samples or [math.nan])]  # fmt: skip
                 if not method.linear:
                     entry["status"] = "quadratic: not judged"
                 elif s.quick:
@@ -270,7 +273,8 @@ def _print_report(
         f"Time and memory on {TIMING_INPUTS}; time is the median of the calls after a "
         "warm-up, memory the job process's peak resident memory during the calls over what it "
         "held just before them ('-' when not isolated: --isolate all); the last column is the "
-        "median ratio of alternately timed pairs."
+        "fastest time at the largest L over the fastest at half of it, the two timed "
+        "alternately."
     )
     for text in tables[1:]:
         print(f"\n{text}")
