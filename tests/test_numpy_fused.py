@@ -78,6 +78,20 @@ def test_additive_mask_and_broadcast_lead(kernel_calls):
     _check(out, _reference(q, k, v, additive=additive), "float64")
 
 
+def test_nan_scores_under_an_additive_minus_inf_never_leak(kernel_calls):
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((1, 2, 6, 8)) for _ in range(3))
+    k[0, 0, 2] = np.nan  # every score against key 2 of head 0 is NaN
+    additive = np.zeros((6, 6))
+    additive[:3, 2] = -np.inf  # rows 0-2 may not attend key 2 (rows 3-5 may: NaN there)
+    additive[0, 3] = 0.5
+    out = ak.scaled_dot_product_attention(q, k, v, attn_mask=additive)
+    assert all(kernel_calls) and np.all(np.isfinite(out[0, 0, :3]))
+    clean = k.copy()
+    clean[0, 0, 2] = 0.0  # never read by rows 0-2
+    _check(out[0, 0, :3], _reference(q, clean, v, additive=additive)[0, 0, :3], "float64")
+
+
 def test_gqa_window_and_scores_needing_the_row_max(kernel_calls):
     rng = np.random.default_rng(2)
     q = (rng.standard_normal((1, 8, 300, 32)) * 30).astype("float32")  # scores ~ 1e3

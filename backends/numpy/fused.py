@@ -5,8 +5,8 @@ The generic executor writes each step as a new array: on NumPy every (..., Bq, S
 over all heads before the next step starts, so the scores leave the cache between
 steps. This kernel computes the same block head by head in one scratch buffer reused in
 place (matmul with ``out=``, ``exp(..., out=)``), so each head's scores stay in cache
-from the product to the exponential, and the row sums come out of the value product
-(``e @ [v | 1]``). Same formula, same masking and empty-row rules as
+from the product to the exponential, and the row sums come from a product with a
+vector of ones. Same formula, same masking and empty-row rules as
 :mod:`attnkit.dense`::
 
     s   = (q * scale) @ k^T (+ additive mask), -inf where masked     # (Bq, Sk) per head
@@ -50,6 +50,8 @@ def block_attention(
     bool_mask = mask is not None and mask.dtype == np.bool_
     if mask is not None:  # bool: the positions to blank; float: added to the scores
         ms = np.broadcast_to(~mask if bool_mask else mask, (*lead, Bq, Sk))
+        if not bool_mask:  # -inf positions are blanked too: NaN + -inf would be NaN
+            blank = np.broadcast_to(mask == -np.inf, (*lead, Bq, Sk))
     out = np.empty((*lead, Bq, Ev), dtype=q.dtype)
     s = _scratch((Bq, Sk), q.dtype)  # (Bq, Sk), reused across heads and calls
     ones = np.ones((Sk, 1), dtype=q.dtype)
@@ -62,6 +64,7 @@ def block_attention(
                 np.copyto(s, -np.inf, where=ms[n])
             else:
                 np.add(s, ms[n], out=s)
+                np.copyto(s, -np.inf, where=blank[n])
         if not shift_free:
             row_max = s.max(axis=-1, keepdims=True)  # (Bq, 1)
             if mask is not None:
