@@ -108,8 +108,17 @@ def block_attention(
     return block(q, k, v, mask, scale, shift_free)
 
 
+def _held_scores(rows: int, width: int, heads: int) -> int:
+    from .fused import held_scores
+
+    return held_scores(rows, width, heads)
+
+
 #: the executor decides the shift-free bound for this kernel (it reads ``shift_free``)
 block_attention.uses_shift_free = True  # type: ignore[attr-defined]
 #: its fixed cost per head of a block (about 8 NumPy calls, 15 us) in score elements of
 #: work (about 1.5 ns each), for the executor's choice of block size
 block_attention.overhead_per_head_elements = 10_000  # type: ignore[attr-defined]
+#: score elements it holds at once for a block, for the executor's memory budget (it
+#: computes a head's slice of rows at a time, one per thread)
+block_attention.held_scores = _held_scores  # type: ignore[attr-defined]

@@ -3,10 +3,12 @@
 The generic executor writes each step as a new array: on NumPy every (..., Bq, Sk) pass
 (scores, where, max, subtract, exp, sum) allocates and page-faults fresh memory and runs
 over all heads before the next step starts, so the scores leave the cache between
-steps. This kernel computes the same block head by head in one scratch buffer reused in
-place (matmul with ``out=``, ``exp(..., out=)``), so each head's scores stay in cache
-from the product to the exponential, and the row sums come from a product with a
-vector of ones. Same formula, same masking and empty-row rules as
+steps. This kernel computes the same block head by head, in slices of rows of at most
+TASK_ELEMENTS scores, in one scratch buffer per thread reused in place (matmul with
+``out=``, ``exp(..., out=)``), so each slice's scores stay in cache from the product to
+the exponential, and the row sums come from a product with a vector of ones. The
+slices run on as many threads as BLAS was set to use, each product single-threaded
+(:mod:`attnkit.backends.numpy.threads`). Same formula, same masking and empty-row rules as
 :mod:`attnkit.dense`::
 
     s   = (q * scale) @ k^T (+ additive mask), -inf where masked     # (Bq, Sk) per head
@@ -20,9 +22,28 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["block_attention"]
+from .threads import MIN_PARALLEL_ELEMENTS, blas_threads, run_parallel
+
+__all__ = ["MIN_TASK_ROWS", "TASK_ELEMENTS", "block_attention", "held_scores", "task_rows"]
 
 _SCRATCH = threading.local()
+
+#: score elements one task computes at once (4 MiB of float32): the rows of a task are
+#: at most this over the key count, and at least MIN_TASK_ROWS
+TASK_ELEMENTS = 2**20
+MIN_TASK_ROWS = 32
+
+
+def task_rows(Sk: int) -> int:
+    """Query rows one task (one head's slice of a block) computes against Sk keys."""
+    return max(MIN_TASK_ROWS, TASK_ELEMENTS // max(Sk, 1))
+
+
+def held_scores(rows: int, width: int, heads: int) -> int:
+    """Score elements this kernel holds at once for a block of ``rows`` x ``width``
+    over ``heads`` heads: one task's slice of rows per thread (for the executor's memory
+    budget)."""
+    return min(rows * heads, blas_threads() * min(rows, task_rows(width))) * width
 
 
 def block_attention(
@@ -48,34 +69,47 @@ def block_attention(
     ks = np.broadcast_to(k, (*lead, Sk, k.shape[-1]))
     vs = np.broadcast_to(v, (*lead, Sk, Ev))
     bool_mask = mask is not None and mask.dtype == np.bool_
-    if mask is not None:  # bool: the positions to blank; float: added to the scores
-        ms = np.broadcast_to(~mask if bool_mask else mask, (*lead, Bq, Sk))
-        if not bool_mask:  # -inf positions are blanked too: NaN + -inf would be NaN
-            blank = np.broadcast_to(mask == -np.inf, (*lead, Bq, Sk))
+    if mask is not None:  # bool: True = may attend; float: added to the scores
+        ms = np.broadcast_to(mask, (*lead, Bq, Sk))
     out = np.empty((*lead, Bq, Ev), dtype=q.dtype)
-    s = _scratch((Bq, Sk), q.dtype)  # (Bq, Sk), reused across heads and calls
     ones = np.ones((Sk, 1), dtype=q.dtype)
-    q_scaled = np.empty((Bq, q.shape[-1]), dtype=q.dtype)
-    for n in np.ndindex(*lead):
-        np.multiply(qs[n], scale, out=q_scaled)
-        np.matmul(q_scaled, ks[n].T, out=s)  # (Bq, Sk)
+
+    def rows(task: tuple[tuple[int, ...], int, int]) -> None:
+        """Rows [r0, r1) of head n, in this thread's scratch buffer."""
+        n, r0, r1 = task
+        s = _scratch((r1 - r0, Sk), q.dtype)  # (rows, Sk), reused across heads and calls
+        np.matmul(qs[n][r0:r1] * scale, ks[n].T, out=s)  # (rows, Sk)
         if mask is not None:
+            m = ms[n][r0:r1]  # (rows, Sk)
             if bool_mask:
-                np.copyto(s, -np.inf, where=ms[n])
-            else:
-                np.add(s, ms[n], out=s)
-                np.copyto(s, -np.inf, where=blank[n])
+                np.copyto(s, -np.inf, where=~m)
+            else:  # -inf positions are blanked too: NaN + -inf would be NaN
+                np.add(s, m, out=s)
+                np.copyto(s, -np.inf, where=m == -np.inf)
         if not shift_free:
-            row_max = s.max(axis=-1, keepdims=True)  # (Bq, 1)
+            row_max = s.max(axis=-1, keepdims=True)  # (rows, 1)
             if mask is not None:
                 row_max[row_max == -np.inf] = 0.0  # empty rows: any finite value
             np.subtract(s, row_max, out=s)
         np.exp(s, out=s)  # exactly 0 where masked
-        num = s @ vs[n]  # (Bq, Ev)
-        denom = s @ ones  # (Bq, 1), 0 on empty rows
+        num = s @ vs[n]  # (rows, Ev)
+        denom = s @ ones  # (rows, 1), 0 on empty rows
         if mask is not None:
             denom[denom == 0] = 1.0  # empty rows: num is 0, and so is the output
-        np.divide(num, denom, out=out[n])
+        np.divide(num, denom, out=out[n][r0:r1])
+
+    heads = list(np.ndindex(*lead))
+    threads = blas_threads() if Bq * Sk * len(heads) >= MIN_PARALLEL_ELEMENTS else 1
+    # head-major row slices of at most task_rows rows, and enough of them for every
+    # thread; each thread takes a contiguous run, so a head's keys stay in its cache
+    per_head = -(-threads // max(1, len(heads)))  # slices per head
+    step = max(1, min(task_rows(Sk), -(-Bq // per_head)))
+    tasks = [(n, r0, min(r0 + step, Bq)) for n in heads for r0 in range(0, Bq, step)]
+    if threads > 1 and len(tasks) > 1:
+        run_parallel(rows, tasks, min(threads, len(tasks)))
+    else:
+        for task in tasks:
+            rows(task)
     return out  # (..., Bq, Ev)
 
 

@@ -212,9 +212,12 @@ def choose_block_size(p: Problem, lead: tuple[int, ...], budget: int = DEFAULT_B
     ceil(L / Bq) x (work + overhead), the overhead BLOCK_OVERHEAD_ELEMENTS plus, for a
     backend kernel that loops over heads, its ``overhead_per_head_elements`` times the
     heads. Candidates whose block exceeds the memory ``budget`` are skipped (the
-    smallest is kept if none fits).
+    smallest is kept if none fits): a block holds Bq x Sk x heads score elements, or
+    for a kernel that says so (``held_scores(rows, width, heads)``) that many, and at
+    least one head's Bq x Sk (the block's mask).
     """
     heads = max(1, prod(lead))
+    held = getattr(p.block_kernel, "held_scores", None)
     per_head = getattr(p.block_kernel, "overhead_per_head_elements", 0)
     overhead = BLOCK_OVERHEAD_ELEMENTS + heads * per_head
     best, best_cost = None, math.inf
@@ -222,7 +225,8 @@ def choose_block_size(p: Problem, lead: tuple[int, ...], budget: int = DEFAULT_B
         rows = min(rows, max(p.L, 1))
         width = _probe_width(p, rows)
         work = rows * width * heads
-        if work > budget and best is not None:
+        memory = work if held is None else max(held(rows, width, heads), rows * width)
+        if memory > budget and best is not None:
             break
         cost = -(-p.L // rows) * (work + overhead)
         if cost < best_cost:
