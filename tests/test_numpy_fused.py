@@ -121,3 +121,31 @@ def test_declines_what_it_does_not_handle():
     assert fused.block_attention(q, q, q, None, 1.0) is None
     empty = np.ones((2, 0, 8))
     assert fused.block_attention(np.ones((2, 4, 8)), empty, empty, None, 1.0) is None
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_no_subnormal_weights(monkeypatch, dtype):
+    """Scores far below their row's maximum would give subnormal exponentials (slow on
+    x86); they are flushed to exactly 0 first, which changes no result."""
+    rng = np.random.default_rng()
+    spread = {"float32": 40, "float64": 160}[dtype]  # scores spread past exp's normal range
+    q = (rng.standard_normal((2, 64, 16)) * spread).astype(dtype)
+    k, v = (rng.standard_normal((2, 48, 16)).astype(dtype) for _ in range(2))
+    lowest = []
+    original = np.exp
+
+    def spy(x, *args, **kwargs):
+        finite = x[np.isfinite(x)]
+        lowest.append(float(finite.min()) if finite.size else math.inf)
+        return original(x, *args, **kwargs)
+
+    monkeypatch.setattr(np, "exp", spy)
+    out = fused.block_attention(q, k, v, None, 0.25, False)
+    monkeypatch.setattr(np, "exp", original)
+    floor = math.log(float(np.finfo(dtype).tiny))
+    assert lowest and min(lowest) >= floor, (min(lowest), floor)
+    s = q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64) * 0.25
+    assert (s - s.max(axis=-1, keepdims=True)).min() < floor  # the case arises
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    ref = (e @ v) / e.sum(axis=-1, keepdims=True)
+    _check(out, ref, dtype, biggest_score=float(np.abs(s).max()))

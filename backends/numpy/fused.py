@@ -13,12 +13,13 @@ slices run on as many threads as BLAS was set to use, each product single-thread
 
     s   = (q * scale) @ k^T (+ additive mask), -inf where masked     # (Bq, Sk) per head
     m   = row max (0 on empty rows; 0 when shift_free)
-    e   = exp(s - m)
+    e   = exp(s - m), 0 where s - m < log(smallest normal): never subnormal
     out = (e @ v) / sum(e)                                # 0 on empty rows
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -91,6 +92,12 @@ def block_attention(
             if mask is not None:
                 row_max[row_max == -np.inf] = 0.0  # empty rows: any finite value
             np.subtract(s, row_max, out=s)
+            # exp below the smallest normal number is subnormal: x86 computes with
+            # subnormal operands in microcode, several times slower, and such a weight is
+            # under 2**-126 (float32) next to the row maximum's 1, so it becomes 0
+            low = _scratch((r1 - r0, Sk), np.bool_, "low")
+            np.less(s, _flush_below(s.dtype), out=low)
+            np.copyto(s, -np.inf, where=low)
         np.exp(s, out=s)  # exactly 0 where masked
         num = s @ vs[n]  # (rows, Ev)
         denom = s @ ones  # (rows, 1), 0 on empty rows
@@ -113,14 +120,21 @@ def block_attention(
     return out  # (..., Bq, Ev)
 
 
-def _scratch(shape: tuple[int, int], dtype: Any) -> Any:
-    """A (Bq, Sk) buffer of ``dtype`` kept per thread and reused while it is big enough
-    (one block's scores for one head: at most the executor's block budget, 16 MiB)."""
+def _scratch(shape: tuple[int, int], dtype: Any, name: str = "buf") -> Any:
+    """A (rows, Sk) buffer of ``dtype`` kept per thread under ``name`` and reused while it
+    is big enough (one task's scores: at most TASK_ELEMENTS, or a block's rows)."""
     import numpy as np
 
     size = shape[0] * shape[1]
-    buf = getattr(_SCRATCH, "buf", None)
+    buf = getattr(_SCRATCH, name, None)
     if buf is None or buf.dtype != dtype or buf.size < size:
         buf = np.empty(size, dtype=dtype)
-        _SCRATCH.buf = buf
+        setattr(_SCRATCH, name, buf)
     return buf[:size].reshape(shape)
+
+
+def _flush_below(dtype: Any) -> float:
+    """log of the smallest normal number of ``dtype``: exp below it is subnormal."""
+    import numpy as np
+
+    return math.log(float(np.finfo(dtype).tiny))

@@ -31,9 +31,9 @@ __all__ = [
     "single_threaded_blas",
 ]
 
-#: below this many score elements per block (about 0.3 ms of work) threads cost more
+#: below this many score elements per block (about 1.5 ms of work) threads cost more
 #: than they save, and the block runs sequentially
-MIN_PARALLEL_ELEMENTS = 2**17
+MIN_PARALLEL_ELEMENTS = 2**20
 
 _LOCK = threading.Lock()  # guards the pool
 _PARALLEL = threading.Lock()  # held by the one parallel block running
