@@ -3,10 +3,28 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["x64"]
+import numpy as np
+
+__all__ = ["numpy_attention64", "x64"]
+
+
+def numpy_attention64(q: Any, k: Any, v: Any, allowed: Any = None, additive: Any = None) -> Any:
+    """Attention in float64 NumPy, the plain formula, for checking the NumPy kernel:
+    softmax(q k^T / sqrt(E) + additive, -inf where not ``allowed``) v, 0 on empty rows."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    if additive is not None:
+        s = s + additive
+    if allowed is not None:
+        s = np.where(allowed, s, -np.inf)
+    m = np.max(s, axis=-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(m), m, 0.0))
+    d = e.sum(axis=-1, keepdims=True)
+    return (e @ v) / np.where(d > 0, d, 1.0)
 
 
 @contextlib.contextmanager

@@ -11,24 +11,12 @@ import math
 
 import numpy as np
 import pytest
+from _helpers import numpy_attention64
 from attnkit.backends.numpy import fused
 
 import attnkit as ak
 
 TOL = {"float32": 3e-6, "float64": 1e-12}
-
-
-def _reference(q, k, v, allowed=None, additive=None):
-    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
-    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
-    if additive is not None:
-        s = s + additive
-    if allowed is not None:
-        s = np.where(allowed, s, -np.inf)
-    m = np.max(s, axis=-1, keepdims=True)
-    e = np.exp(s - np.where(np.isfinite(m), m, 0.0))
-    d = e.sum(axis=-1, keepdims=True)
-    return (e @ v) / np.where(d > 0, d, 1.0)
 
 
 def _check(out, ref, dtype, biggest_score=1.0):
@@ -63,7 +51,7 @@ def test_bool_mask_with_empty_rows(kernel_calls, dtype):
     out = ak.scaled_dot_product_attention(q, k, v, attn_mask=allowed, block_size=64)
     assert kernel_calls and all(kernel_calls), "the NumPy kernel must run every block"
     assert out.dtype == dtype and np.all(out[1, :, :3] == 0)
-    _check(out, _reference(q, k, v, allowed), dtype)
+    _check(out, numpy_attention64(q, k, v, allowed), dtype)
 
 
 def test_additive_mask_and_broadcast_lead(kernel_calls):
@@ -75,7 +63,7 @@ def test_additive_mask_and_broadcast_lead(kernel_calls):
     out = ak.scaled_dot_product_attention(q, k, v, attn_mask=additive)
     assert all(kernel_calls) and out.shape == (3, 2, 90, 16)
     assert np.all(out[:, 1, 5] == 0)
-    _check(out, _reference(q, k, v, additive=additive), "float64")
+    _check(out, numpy_attention64(q, k, v, additive=additive), "float64")
 
 
 def test_nan_scores_under_an_additive_minus_inf_never_leak(kernel_calls):
@@ -89,7 +77,7 @@ def test_nan_scores_under_an_additive_minus_inf_never_leak(kernel_calls):
     assert all(kernel_calls) and np.all(np.isfinite(out[0, 0, :3]))
     clean = k.copy()
     clean[0, 0, 2] = 0.0  # never read by rows 0-2
-    _check(out[0, 0, :3], _reference(q, clean, v, additive=additive)[0, 0, :3], "float64")
+    _check(out[0, 0, :3], numpy_attention64(q, clean, v, additive=additive)[0, 0, :3], "float64")
 
 
 def test_gqa_window_and_scores_needing_the_row_max(kernel_calls):
@@ -103,7 +91,7 @@ def test_gqa_window_and_scores_needing_the_row_max(kernel_calls):
     allowed = (i[None, :] >= i[:, None] - 20) & (i[None, :] <= i[:, None] + 5)
     kr, vr = np.repeat(k, 4, axis=1), np.repeat(v, 4, axis=1)
     biggest = float(np.max(np.abs(q.astype(float) @ np.swapaxes(kr, -1, -2)))) / math.sqrt(32)
-    _check(out, _reference(q, kr, vr, allowed), "float32", biggest)
+    _check(out, numpy_attention64(q, kr, vr, allowed), "float32", biggest)
 
 
 def test_scratch_reused_across_dtypes_and_sizes():
@@ -113,7 +101,7 @@ def test_scratch_reused_across_dtypes_and_sizes():
         k, v = (rng.standard_normal((2, S, 8)).astype(dtype) for _ in range(2))
         out = fused.block_attention(q, k, v, None, 1 / math.sqrt(8), False)
         assert out.dtype == dtype
-        _check(out, _reference(q, k, v), dtype)
+        _check(out, numpy_attention64(q, k, v), dtype)
 
 
 def test_declines_what_it_does_not_handle():

@@ -9,26 +9,15 @@ once; that a forked child gets a new pool; and the fallback without threadpoolct
 
 from __future__ import annotations
 
-import math
 import threading
 
 import numpy as np
 import pytest
+from _helpers import numpy_attention64
 from attnkit.backends.numpy import fused, threads
 
 import attnkit as ak
 from attnkit.dense import choose_block_size
-
-
-def _reference(q, k, v, allowed=None):
-    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
-    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
-    if allowed is not None:
-        s = np.where(allowed, s, -np.inf)
-    m = np.max(s, axis=-1, keepdims=True)
-    e = np.exp(s - np.where(np.isfinite(m), m, 0.0))
-    d = e.sum(axis=-1, keepdims=True)
-    return (e @ v) / np.where(d > 0, d, 1.0)
 
 
 def _err(out, ref) -> float:
@@ -75,7 +64,7 @@ def test_threaded_equals_sequential_and_reference(with_threads, parallel_calls, 
     threaded = ak.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
     assert parallel_calls and all(n == n_threads for _, n in parallel_calls)
     tol = {"float32": 3e-6, "float64": 1e-12}[dtype]
-    ref = _reference(q, k, v, allowed)
+    ref = numpy_attention64(q, k, v, allowed)
     for name, out in (("sequential", sequential), ("threaded", threaded)):
         err = _err(out, ref)
         assert err <= tol, f"{name}: max relative error {err:.3g} > allowed {tol:.2g}"
@@ -91,7 +80,7 @@ def test_one_head_is_split_into_row_slices(with_threads, parallel_calls):
     out = fused.block_attention(q, k, v, None, 8**-0.5)
     (items, n), *_ = parallel_calls
     assert n == 2 and [(r0, r1) for _, r0, r1 in items] == [(0, 50), (50, 100)]
-    err = _err(out, _reference(q, k, v))
+    err = _err(out, numpy_attention64(q, k, v))
     assert err <= 1e-12, f"max relative error {err:.3g} > allowed 1e-12"
 
 
@@ -227,7 +216,7 @@ def test_without_threadpoolctl_the_kernel_runs_sequentially(monkeypatch, paralle
     q, k, v = (rng.standard_normal((8, 512, 32)).astype("float32") for _ in range(3))
     out = ak.scaled_dot_product_attention(q, k, v)
     assert not parallel_calls
-    err = _err(out, _reference(q, k, v))
+    err = _err(out, numpy_attention64(q, k, v))
     assert err <= 3e-6, f"max relative error {err:.3g} > allowed 3e-6"
 
 
@@ -250,7 +239,7 @@ def test_concurrent_attention_calls(with_threads):
         w.join()
     for (q, k, v), out in zip(inputs, results, strict=True):
         i, j = np.arange(200)[:, None], np.arange(200)[None, :]
-        err = _err(out, _reference(q, k, v, (j >= i - 20) & (j <= i + 30)))
+        err = _err(out, numpy_attention64(q, k, v, (j >= i - 20) & (j <= i + 30)))
         assert err <= 3e-6, f"max relative error {err:.3g} > allowed 3e-6"
 
 
