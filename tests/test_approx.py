@@ -635,6 +635,35 @@ def test_bench_approx_isolated_job_reports_memory() -> None:
     assert m.extra_bytes is not None and m.extra_bytes >= 0
 
 
+@pytest.mark.parametrize("growth_of", [None, 48])
+def test_bench_approx_growth_workers_allocate_from_the_heap(monkeypatch, growth_of) -> None:
+    """Growth jobs' workers get MALLOC_MMAP_MAX_=0 on top of attnkit.bench's settings
+    (no block of 32 MiB or more is mapped and zeroed afresh on one side of the ratio)."""
+    import dataclasses
+    import subprocess
+
+    from attnkit import bench_approx
+    from attnkit.bench import HEAP_ONLY_ENV, WORKER_ENV
+
+    monkeypatch.delenv("MALLOC_MMAP_MAX_", raising=False)
+    seen = {}
+    real_run = subprocess.run
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs["env"])
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(bench_approx.subprocess, "run", spy)
+    job = bench_approx.ApproxJob("numpy", bench_approx.Method("linformer mean", 8), 96, 2)
+    m = bench_approx.run_job(dataclasses.replace(job, growth_of=growth_of), isolated=True)
+    assert m.error is None, m.error
+    assert all(seen[k] == v for k, v in WORKER_ENV.items())
+    assert ("MALLOC_MMAP_MAX_" in seen) == (growth_of is not None)
+    if growth_of is not None:
+        assert seen["MALLOC_MMAP_MAX_"] == HEAP_ONLY_ENV["MALLOC_MMAP_MAX_"]
+        assert m.ratio is not None and m.ratio > 0
+
+
 def test_bench_approx_refuses_options_that_do_not_apply(capsys) -> None:
     from attnkit.cli import main
 

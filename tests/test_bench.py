@@ -260,5 +260,10 @@ def test_workers_get_the_allocator_settings(monkeypatch: pytest.MonkeyPatch) -> 
     env = worker_env()
     assert env["THP_MEM_ALLOC_ENABLE"] == "0"
     assert env["MALLOC_TRIM_THRESHOLD_"] == WORKER_ENV["MALLOC_TRIM_THRESHOLD_"]
+    assert "MALLOC_MMAP_MAX_" not in WORKER_ENV  # heap only for growth jobs of --approx
+    monkeypatch.setenv("MALLOC_MMAP_MAX_", "65536")
+    assert worker_env(heap_only=True)["MALLOC_MMAP_MAX_"] == "65536"
+    monkeypatch.delenv("MALLOC_MMAP_MAX_")
+    assert worker_env(heap_only=True)["MALLOC_MMAP_MAX_"] == "0"
     job = Job("numpy", Case("dense", 16, 16), ATTNKIT_IMPLS[0], repeats=1)
     assert run_job(job, isolated=True).error is None

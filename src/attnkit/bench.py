@@ -65,6 +65,7 @@ __all__ = [
     "BATCH",
     "HEADS",
     "HEAD_DIM",
+    "HEAP_ONLY_ENV",
     "SCORE_CAP_BYTES",
     "TOLERANCE",
     "WORKER_ENV",
@@ -349,9 +350,19 @@ WORKER_ENV = {
 }
 
 
-def worker_env() -> dict[str, str]:
-    """This process's environment with :data:`WORKER_ENV` filled in where unset."""
-    return {**WORKER_ENV, **os.environ}
+#: Also set (where unset) for the workers of growth ratios, time(L) / time(L / 2), in
+#: ``attnkit bench --approx``: glibc then serves every block from its heap, however large.
+#: glibc maps each block of 32 MiB or more afresh and zeroes it on every call, and at
+#: batch 1, 8 heads, head size 64 the float32 output is exactly 32 MiB at L = 16384 and
+#: 16 MiB (recycled) at 8192: 3 to 5 ms on one side of the ratio only, which is no part of
+#: a method's growth (about 5% of a 60 ms call).
+HEAP_ONLY_ENV = {"MALLOC_MMAP_MAX_": "0"}
+
+
+def worker_env(*, heap_only: bool = False) -> dict[str, str]:
+    """This process's environment with :data:`WORKER_ENV` (and, ``heap_only``,
+    :data:`HEAP_ONLY_ENV`) filled in where unset."""
+    return {**WORKER_ENV, **(HEAP_ONLY_ENV if heap_only else {}), **os.environ}
 
 
 def run_job(job: Job, *, isolated: bool, timeout_s: float = 1800.0) -> Measurement:

@@ -324,7 +324,8 @@ def run_job(job: ApproxJob, *, isolated: bool, timeout_s: float = 1800.0) -> App
         proc = subprocess.run(
             [sys.executable, "-m", "attnkit.bench_approx"],
             input=json.dumps(asdict(job)),
-            env=worker_env(),  # THP for torch's allocator, as attnkit.bench's workers
+            # attnkit.bench's allocator settings; growth: every block from glibc's heap
+            env=worker_env(heap_only=job.growth_of is not None),
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -19,6 +19,7 @@ from typing import Any
 
 from . import __version__, backends
 from .attention import scaled_dot_product_attention
+from .bench import HEAP_ONLY_ENV
 from .bench_approx import (
     GROWTH_BOUND,
     QUICK,
@@ -259,7 +260,8 @@ def _print_report(
     say(f"{info['cpu']}, {info['cores']} cores; {versions}")
     if info.get("worker_env"):
         env = " ".join(f"{k}={v}" for k, v in info["worker_env"].items())
-        say(f"worker processes: {env} (see attnkit.bench)")
+        heap = " ".join(f"{k}={v}" for k, v in HEAP_ONLY_ENV.items())
+        say(f"worker processes: {env}; the growth jobs also {heap} (see attnkit.bench)")
     print()
     say(
         f"Relative Frobenius error of the output against exact attention ({s.names[0]}, "
