@@ -265,5 +265,17 @@ def test_workers_get_the_allocator_settings(monkeypatch: pytest.MonkeyPatch) -> 
     assert worker_env(heap_only=True)["MALLOC_MMAP_MAX_"] == "65536"
     monkeypatch.delenv("MALLOC_MMAP_MAX_")
     assert worker_env(heap_only=True)["MALLOC_MMAP_MAX_"] == "0"
+
+
+def test_growth_jobs_are_attnkit_on_windows() -> None:
+    """Only the two sides of target 6 get the heap-only allocator; baselines compared with
+    attnkit, and dense cases, keep glibc's mapping."""
+    from attnkit.bench import growth_job
+
+    window, dense = Case("window", 8192, 8192, W=256), Case("dense", 4096, 4096)
+    assert growth_job(Job("numpy", window, ATTNKIT_IMPLS[0]))
+    assert growth_job(Job("torch", window, ATTNKIT_IMPLS[1]))
+    assert not growth_job(Job("torch", window, "torch SDPA band mask"))
+    assert not growth_job(Job("numpy", dense, ATTNKIT_IMPLS[0]))
     job = Job("numpy", Case("dense", 16, 16), ATTNKIT_IMPLS[0], repeats=1)
     assert run_job(job, isolated=True).error is None

@@ -74,6 +74,7 @@ __all__ = [
     "Measurement",
     "baselines_for",
     "bench_tools",
+    "growth_job",
     "measure",
     "peak_rss_bytes",
     "run_job",
@@ -350,13 +351,20 @@ WORKER_ENV = {
 }
 
 
-#: Also set (where unset) for the workers of growth ratios, time(L) / time(L / 2), in
-#: ``attnkit bench --approx``: glibc then serves every block from its heap, however large.
+#: Also set (where unset) for the workers of growth ratios, time(L) / time(L / 2):
+#: attnkit's window jobs (target 6) and the growth jobs of ``attnkit bench --approx``.
+#: glibc then serves every block from its heap, however large.
 #: glibc maps each block of 32 MiB or more afresh and zeroes it on every call, and at
 #: batch 1, 8 heads, head size 64 the float32 output is exactly 32 MiB at L = 16384 and
 #: 16 MiB (recycled) at 8192: 3 to 5 ms on one side of the ratio only, which is no part of
 #: a method's growth (about 5% of a 60 ms call).
 HEAP_ONLY_ENV = {"MALLOC_MMAP_MAX_": "0"}
+
+
+def growth_job(job: Job) -> bool:
+    """Whether ``job`` times one side of a growth ratio: attnkit on a window case (the
+    baselines and the dense cases, compared with each other, keep glibc's mapping)."""
+    return job.case.kind == "window" and job.impl in ATTNKIT_IMPLS
 
 
 def worker_env(*, heap_only: bool = False) -> dict[str, str]:
@@ -378,7 +386,7 @@ def run_job(job: Job, *, isolated: bool, timeout_s: float = 1800.0) -> Measureme
         proc = subprocess.run(
             [sys.executable, "-m", "attnkit.bench"],
             input=payload,
-            env=worker_env(),
+            env=worker_env(heap_only=growth_job(job)),
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -29,6 +29,7 @@ from .bench import (
     BATCH,
     HEAD_DIM,
     HEADS,
+    HEAP_ONLY_ENV,
     WORKER_ENV,
     Case,
     Job,
@@ -165,7 +166,8 @@ def _describe_machine(m: dict[str, Any]) -> str:
     load = load if m.get("load_before") is not None else ""
     libs = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
     env = " ".join(f"{k}={v}" for k, v in m.get("worker_env", {}).items())
-    env = f"\nworker processes: {env}" if env else ""
+    heap = " ".join(f"{k}={v}" for k, v in HEAP_ONLY_ENV.items())
+    env = f"\nworker processes: {env}; attnkit's window jobs (growth) also {heap}" if env else ""
     return f"{m['cpu']}, {m['cores']} cores{mem}{load}\n{libs}{env}"
 
 
