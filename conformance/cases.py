@@ -400,6 +400,47 @@ CASES: list[Case] = [
         expect_empty_rows=True,
     ),
     _c("window_long_97", (1, 97, 8), (1, 97, 8), (1, 97, 8), kwargs={"window": (7, 3)}),
+    # long enough for a run of translated blocks (attnkit.runs: PyTorch attends the
+    # window's interior in one call) between the clipped blocks at both ends
+    _c(
+        "window_run_203",
+        (2, 2, 203, 8),
+        (2, 2, 203, 8),
+        (2, 2, 203, 6),
+        kwargs={"window": (20, 9)},
+        grad=True,
+    ),
+    _c(
+        "window_run_offsets",
+        (1, 2, 190, 8),
+        (1, 2, 230, 8),
+        (1, 2, 230, 5),
+        kwargs={"window": (16, 40), "q_offset": 30, "kv_offset": 5},
+        grad=True,
+    ),
+    _c(
+        "window_run_causal_bottom_right",
+        (1, 2, 170, 8),
+        (1, 2, 200, 8),
+        (1, 2, 200, 8),
+        kwargs={"window": (40, 10), "is_causal": True, "causal_alignment": "bottom_right"},
+    ),
+    _c(
+        "window_run_float32",
+        (1, 4, 301, 16),
+        (1, 4, 301, 16),
+        (1, 4, 301, 16),
+        dtype="float32",
+        kwargs={"window": (64, 64)},
+    ),
+    _c(
+        "window_run_transposed",
+        (1, 2, 150, 8),
+        (1, 2, 150, 8),
+        (1, 2, 150, 8),
+        kwargs={"window": (12, 12)},
+        layout="transposed",
+    ),
     # --- numerics and dtypes ---------------------------------------------------------------
     _c("float32_basic", Q, K, V, dtype="float32", frameworks=True),
     _c("float32_logits_1e4", Q, K, V, dtype="float32", magnitude=30.0, frameworks=True),

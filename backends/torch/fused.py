@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from attnkit import masks
 from attnkit.dense import zero_dead_keys
 
-__all__ = ["block_attention", "fused_attention", "supported"]
+__all__ = ["block_attention", "block_run", "fused_attention", "supported"]
 
 _SUPPORTED: list[bool] = []
 
@@ -94,6 +94,116 @@ def block_attention(q: Any, k: Any, v: Any, mask: Any, scale: float) -> Any:
     if mask is not None and mask.dtype == torch.bool:
         mask = _additive(mask, q.dtype)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+#: Under autograd, the backward pass of a run goes in pieces of at most this many elements
+#: of unfolded keys (N x blocks x width x E): SDPA's backward returns the gradient of its
+#: key and value operands in that unfolded shape, (rows + window) / rows times the size
+#: of the keys (9 times at 32 rows and a window of 256); pieces bound it to 64 MiB.
+GRAD_PIECE_ELEMENTS = 2**24
+
+
+def block_run(q: Any, k: Any, v: Any, mask: Any, scale: float, rows: int) -> Any:
+    """Every block of a run (:mod:`attnkit.runs`) in one SDPA call, or None where SDPA
+    does not apply (leading dims differ, or a mask that varies over them).
+
+    q (..., n*rows, E); k (..., (n-1)*rows + width, E), v likewise with Ev; block i's
+    queries q[..., i*rows:(i+1)*rows, :] attend keys k[..., i*rows:i*rows + width, :]
+    under ``mask`` (rows, width) (bool, True = may attend; or None). The blocks' keys are
+    a strided view (``unfold``: no copy)::
+
+        qb = q  as (N, n, rows, E)     kb = unfold(k) as (N, n, width, E)
+        out = SDPA(qb, kb, vb, mask)   -> (N, n, rows, Ev) -> (..., n*rows, Ev)
+
+    When autograd records the call, the forward pass is the same single call and the
+    backward pass (:class:`_RunFunction`) recomputes the blocks in pieces of at most
+    GRAD_PIECE_ELEMENTS unfolded keys, adding each piece's gradients into q, k and v's.
+    """
+    if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
+        return None
+    if mask is not None:
+        if any(d != 1 for d in mask.shape[:-2]):
+            return None  # a tile that differs across heads or batch
+        mask = mask.reshape(mask.shape[-2:])  # (rows, width)
+        if mask.dtype == torch.bool:
+            mask = _additive(mask, q.dtype)
+    if _records_gradients(q, k, v):
+        return _RunFunction.apply(q, k, v, mask, scale, rows)
+    return _run_blocks(q, k, v, mask, scale, rows)
+
+
+def _records_gradients(*xs: Any) -> bool:
+    """Whether autograd records a call on ``xs``, outside torch.func's transforms (under
+    which the plain graph of unfold and SDPA is differentiated: a custom backward may not
+    call autograd itself there)."""
+    if not torch.is_grad_enabled() or not any(x.requires_grad for x in xs):
+        return False
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    return not (active is not None and active())
+
+
+class _RunFunction(torch.autograd.Function):
+    """A run whose backward pass recomputes it in pieces (see block_run): the gradient
+    memory is one piece's unfolded keys, and each piece adds into one gradient buffer per
+    operand (autograd through slices of k would allocate a zero tensor of k's full size
+    for every piece, which grows with L squared)."""
+
+    @staticmethod
+    def forward(q: Any, k: Any, v: Any, mask: Any, scale: float, rows: int) -> Any:
+        return _run_blocks(q, k, v, mask, scale, rows)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+        q, k, v, mask, scale, rows = inputs
+        ctx.save_for_backward(q, k, v)
+        ctx.mask, ctx.scale, ctx.rows = mask, scale, rows
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad_out: Any) -> tuple:
+        q, k, v = ctx.saved_tensors
+        rows, needs = ctx.rows, ctx.needs_input_grad[:3]
+        n = q.shape[-2] // rows
+        width = k.shape[-2] - (n - 1) * rows
+        per_block = q.numel() // max(q.shape[-2], 1) * width  # N x width x E per block
+        piece = max(1, GRAD_PIECE_ELEMENTS // max(per_block, 1))
+        dq = torch.empty_like(q) if needs[0] else None
+        dk = torch.zeros_like(k) if needs[1] else None
+        dv = torch.zeros_like(v) if needs[2] else None
+        for b in range(0, n, piece):
+            m = min(piece, n - b)
+            q_rows = slice(b * rows, (b + m) * rows)  # the piece's query rows
+            k_rows = slice(b * rows, (b + m - 1) * rows + width)  # the keys they read
+            parts = [
+                x[..., r, :].detach().requires_grad_(need)
+                for x, r, need in (
+                    (q, q_rows, needs[0]),
+                    (k, k_rows, needs[1]),
+                    (v, k_rows, needs[2]),
+                )
+            ]
+            with torch.enable_grad():
+                out = _run_blocks(*parts, ctx.mask, ctx.scale, rows)  # (..., m*rows, Ev)
+                wanted = [x for x in parts if x.requires_grad]
+                grads = iter(torch.autograd.grad(out, wanted, grad_out[..., q_rows, :]))
+            if needs[0]:
+                dq[..., q_rows, :] = next(grads)
+            if needs[1]:
+                dk[..., k_rows, :] += next(grads)
+            if needs[2]:
+                dv[..., k_rows, :] += next(grads)
+        return dq, dk, dv, None, None, None
+
+
+def _run_blocks(q: Any, k: Any, v: Any, mask: Any, scale: float, rows: int) -> Any:
+    """One SDPA call over the n = q.shape[-2] / rows blocks of a run (see block_run)."""
+    lead, n, e, ev = q.shape[:-2], q.shape[-2] // rows, q.shape[-1], v.shape[-1]
+    width = k.shape[-2] - (n - 1) * rows
+    qb = q.reshape(-1, n, rows, e)  # (N, n, rows, E)
+    kb = k.unfold(-2, width, rows).transpose(-1, -2).reshape(-1, n, width, e)  # (N, n, width, E)
+    vb = v.unfold(-2, width, rows).transpose(-1, -2).reshape(-1, n, width, ev)  # (N, n, width, Ev)
+    out = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=scale)
+    return out.reshape(*lead, n * rows, ev)  # (..., n*rows, Ev)
 
 
 _LAST_MASK: list[tuple[Any, int, Any, Any]] = []  # [(bool mask, version, dtype, additive)]

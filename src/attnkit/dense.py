@@ -35,6 +35,7 @@ from typing import Any
 from ._shapes import broadcast_shapes, prod
 from ._validate import Problem, gqa_mask
 from .masks import Tile, clip_ranges
+from .runs import Run, find_run
 from .score_mods import apply_score_mod
 from .softmax import softmax_denominator, softmax_numerator, softmax_parts
 
@@ -245,13 +246,16 @@ def _probe_width(p: Problem, rows: int) -> int:
     return max(1, sum(hi - lo for lo, hi in ranges))
 
 
-def _stored_elements(p: Problem, ops: Prepared, rows: int) -> int:
-    """Score elements over all blocks ((..., Bq, Sk) each), what autograd would keep."""
-    if rows >= p.L:
+def _stored_elements(p: Problem, ops: Prepared, blocks: list[tuple[int, int, bool]]) -> int:
+    """Score elements over the executor's blocks ((..., Bq, Sk) each), what autograd
+    would keep; the rows of a run are left out (its kernel bounds its own backward
+    memory: PyTorch's keeps no scores and takes its backward pass in pieces)."""
+    if len(blocks) == 1:
         return 0  # one block: recomputing it would not lower the peak
     g, total = p.geometry, 0
-    for q_lo in range(0, p.L, rows):
-        q_hi = min(q_lo + rows, p.L)
+    for q_lo, q_hi, in_run in blocks:
+        if in_run:
+            continue
         ranges = [(0, g.S)] if p.structure is None else p.structure.key_ranges(g, q_lo, q_hi)
         total += (q_hi - q_lo) * sum(hi - lo for lo, hi in clip_ranges(ranges, g.S))
     return total * prod(ops.lead)
@@ -381,10 +385,47 @@ def _select_rows(xp: Any, x: Any, ranges: list[tuple[int, int]]) -> Any:
     return xp.concat([x[..., lo:hi, :] for lo, hi in ranges], axis=-2)
 
 
+def _run_of(p: Problem, ops: Prepared, need_weights: bool) -> Run | None:
+    """The run of translated blocks a backend kernel can attend in one call
+    (:mod:`attnkit.runs`), or None: only for a kernel with ``run``, without weights and
+    without a dense ``attn_mask`` (its tiles differ from block to block)."""
+    kernel = p.block_kernel
+    if kernel is None or getattr(kernel, "run", None) is None or need_weights:
+        return None
+    if ops.allowed_mask is not None or ops.additive is not None:
+        return None
+    return find_run(p, kernel.run_rows)
+
+
+def _segment_blocks(p: Problem, rows: int, run: Run | None) -> list[tuple[int, int, bool]]:
+    """(q_lo, q_hi, in_run) for every block in order: blocks of ``rows`` rows before and
+    after the run, and the run's rows as one entry with in_run True."""
+    if run is None:
+        return [(a, min(a + rows, p.L), False) for a in range(0, p.L, rows)]
+    before = [(a, min(a + rows, run.q_lo), False) for a in range(0, run.q_lo, rows)]
+    after = [(a, min(a + rows, p.L), False) for a in range(run.q_hi, p.L, rows)]
+    return [*before, (run.q_lo, run.q_hi, True), *after]
+
+
+def _attend_run(p: Problem, ops: Prepared, run: Run) -> Any:
+    """Out (..., q_hi - q_lo, Ev) of every block of ``run`` from the kernel's one call,
+    or None where the kernel declines (then the run's rows go block by block)."""
+    t = block_tile(p, run.q_lo, run.q_lo + run.rows)  # the first block: (rows, width)
+    allowed = None if t is None else allowed_in_tile(p, ops, t)  # (..., rows, width) or None
+    q = ops.query[..., run.q_lo : run.q_hi, :]  # (..., blocks * rows, E)
+    k = ops.key[..., run.k_lo : run.k_hi, :]  # (..., (blocks - 1) * rows + width, E)
+    v = ops.value[..., run.k_lo : run.k_hi, :]  # (..., (blocks - 1) * rows + width, Ev)
+    return p.block_kernel.run(q, k, v, allowed, p.scale, run.rows)
+
+
 def blocked_attention(
     p: Problem, need_weights: bool, block_size: int | None = None, recompute: Any = None
 ) -> tuple[Any, Any, Any]:
     """Attention over all rows, ``block_size`` rows at a time (default from a memory budget).
+
+    Where the backend kernel attends runs of translated blocks (:mod:`attnkit.runs`: the
+    interior of a window), the run's rows go to it in one call and only the blocks
+    before and after it go block by block.
 
     Returns (out (..., L, Ev), weights (..., L, S) or None, lse (..., L)) in the compute
     dtype and in the executor's shapes (GQA axes still split). ``recompute(fn, *inputs)``,
@@ -396,12 +437,16 @@ def blocked_attention(
     if p.L == 0:
         return empty_result(p, ops.lead, 0, need_weights)
     rows = block_size or choose_block_size(p, ops.lead)
-    if recompute is not None and _stored_elements(p, ops, rows) < RECOMPUTE_ABOVE_ELEMENTS:
+    run = _run_of(p, ops, need_weights)
+    run_out = None if run is None else _attend_run(p, ops, run)  # (..., run rows, Ev)
+    blocks = _segment_blocks(p, rows, None if run_out is None else run)
+    if recompute is not None and _stored_elements(p, ops, blocks) < RECOMPUTE_ABOVE_ELEMENTS:
         recompute = None  # what autograd keeps is small (e.g. a window): no recomputation
     outs, weights, lses = [], [], []
-    for stream, q_lo in enumerate(range(0, p.L, rows)):
-        q_hi = min(q_lo + rows, p.L)
-        if recompute is None:
+    for stream, (q_lo, q_hi, in_run) in enumerate(blocks):
+        if in_run:  # the run's rows, attended above in one kernel call
+            out, w, lse = run_out, None, None
+        elif recompute is None:
             out, w, lse = attend_block(p, ops, q_lo, q_hi, stream, need_weights)
         else:
             # masks and tiles are built outside the recomputed function: they hold no

@@ -1,0 +1,107 @@
+"""Runs of translated blocks: the interior of a sliding window in one kernel call.
+
+Under a structure that depends only on key position minus query position (a window, a
+causal window), every query block of ``rows`` rows away from the sequence's ends reads
+the same number of keys, shifted by ``rows`` from one block to the next, through the same
+(rows, width) tile of allowed pairs. Such a stretch of blocks is a *run*::
+
+    block i of the run: queries [q_lo + i*rows, q_lo + (i+1)*rows)
+                        keys    [k_lo + i*rows, k_lo + i*rows + width)
+                        allowed tile (rows, width), the same for every i
+
+A backend kernel that attends all blocks of a run in one call (``block_kernel.run``; for
+PyTorch one ``F.scaled_dot_product_attention`` over a strided view of the keys, no copy)
+has no per-block dispatch to amortize, so the run takes small blocks (the kernel's
+``run_rows``, 32 for PyTorch): each row then reads rows - 1 keys beyond its own window
+(288 keys for a window of 257 at 32 rows, 512 at the executor's 256). The blocks before
+and after the run, where the sequence's ends clip the window, go through the executor as
+usual. The run's tile is the one the executor caches for every block of that shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .masks import clip_ranges
+
+__all__ = ["Run", "find_run"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """Query rows [q_lo, q_hi) in blocks of ``rows``; block i reads key rows
+    [k_lo + i*rows, k_lo + i*rows + width). ``q_hi - q_lo`` is a multiple of ``rows``."""
+
+    q_lo: int
+    q_hi: int
+    k_lo: int
+    rows: int
+    width: int
+
+    @property
+    def blocks(self) -> int:
+        return (self.q_hi - self.q_lo) // self.rows
+
+    @property
+    def k_hi(self) -> int:
+        """One past the last key row the run reads."""
+        return self.k_lo + (self.blocks - 1) * self.rows + self.width
+
+
+def find_run(p: Any, rows: int, min_blocks: int = 2) -> Run | None:
+    """The longest run of at least ``min_blocks`` blocks of ``rows`` rows (blocks start at
+    multiples of ``rows``), or None: always None without a translation-invariant structure
+    and under causal attention (block i reads keys [0, (i+1)*rows): no two alike).
+
+    Under a translation-invariant structure a block's key columns, relative to its first
+    row, are the same for every block that the sequence's ends do not clip, and clipping
+    bites on a prefix and a suffix of the blocks: the run is the blocks in between. When
+    the two middle blocks match, it is found by walking in from both ends to the first
+    block that matches them, in as many steps as there are clipped blocks; otherwise
+    (a window as long as the sequence, offsets that put the unclipped blocks off-center,
+    causal attention) by comparing every block with the next.
+    """
+    s = p.structure
+    n = p.L // rows if rows >= 1 else 0
+    if s is None or not s.translation_invariant or n < max(min_blocks, 2):
+        return None
+    mid = n // 2
+    target = _relative_columns(p, mid * rows, rows)
+    if target is not None and _relative_columns(p, (mid - 1) * rows, rows) == target:
+        same = (b for b in range(mid - 1) if _relative_columns(p, b * rows, rows) == target)
+        first = next(same, mid - 1)
+        same = (b for b in range(n - 1, mid, -1) if _relative_columns(p, b * rows, rows) == target)
+        count = next(same, mid) - first + 1
+    else:
+        first, count, target = _longest_stretch(p, n, rows)
+    if count < min_blocks or target is None:
+        return None
+    return Run(
+        first * rows, (first + count) * rows, first * rows + target[0], rows, target[1] - target[0]
+    )
+
+
+def _longest_stretch(p: Any, n: int, rows: int) -> tuple[int, int, tuple[int, int] | None]:
+    """(first block, number of blocks, relative columns) of the longest stretch of
+    consecutive blocks among the first ``n`` whose relative key columns are one range and
+    the same, by checking every block."""
+    best: tuple[int, int, tuple[int, int] | None] = (0, 0, None)
+    start, count, last = 0, 0, None
+    for b in range(n):
+        rel = _relative_columns(p, b * rows, rows)
+        if rel is not None and rel == last:
+            count += 1
+        else:
+            start, count = b, int(rel is not None)
+        last = rel
+        if count > best[1]:
+            best = (start, count, rel)
+    return best
+
+
+def _relative_columns(p: Any, q_lo: int, rows: int) -> tuple[int, int] | None:
+    """The key columns rows [q_lo, q_lo + rows) read, as (lo, hi) relative to q_lo, or
+    None unless they form one range."""
+    ranges = clip_ranges(p.structure.key_ranges(p.geometry, q_lo, q_lo + rows), p.geometry.S)
+    return (ranges[0][0] - q_lo, ranges[0][1] - q_lo) if len(ranges) == 1 else None

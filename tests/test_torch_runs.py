@@ -1,0 +1,191 @@
+"""PyTorch's run kernel (backends/torch/fused.py ``block_run``): the interior of a window
+in one SDPA call. Checked against the generic executor and the float64 reference (outputs
+and gradients, the backward pass in several pieces, torch.func), its dispatch (one SDPA
+call for the run), its fallbacks, and its backward memory in a fresh process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import attnkit as ak
+from attnkit import dense, masks
+from attnkit.runs import Run
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch) -> list[Run]:
+    seen: list[Run] = []
+    real = dense._attend_run
+
+    def spy(p, ops, run):
+        seen.append(run)
+        return real(p, ops, run)
+
+    monkeypatch.setattr(dense, "_attend_run", spy)
+    return seen
+
+
+def _qkv(shape_q, shape_kv, seed=0, requires_grad=False):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(
+        torch.randn(s, generator=g, dtype=torch.float64).requires_grad_(requires_grad)
+        for s in (shape_q, shape_kv, shape_kv)
+    )
+
+
+CASES = [
+    ((2, 3, 333, 16), (2, 3, 333, 16), {"window": (40, 13)}),
+    ((333, 16), (333, 16), {"window": (40, 40)}),  # rank 2
+    ((3, 301, 8), (3, 420, 8), {"window": (64, 0), "q_offset": 70}),  # causal window, L < S
+    ((1, 2, 300, 16), (1, 2, 300, 16), {"window": (50, 50), "kv_offset": 9}),
+    (
+        (1, 2, 400, 16),
+        (1, 2, 400, 16),
+        {"attn_mask": masks.sliding_window((30, 0)) | masks.sliding_window((0, 70))},
+    ),
+    ((1, 2, 400, 16), (1, 2, 400, 16), {"window": (100, 100), "is_causal": True}),
+]
+
+
+@pytest.mark.parametrize("shape_q, shape_kv, kwargs", CASES)
+def test_torch_run_equals_reference(runs: list, shape_q, shape_kv, kwargs) -> None:
+    q, k, v = _qkv(shape_q, shape_kv)
+    out = ak.scaled_dot_product_attention(q, k, v, **kwargs)
+    assert len(runs) == 1, f"expected the window's interior as one run, got {runs}"
+    ref = ak.scaled_dot_product_attention(q, k, v, impl="reference", **kwargs)
+    generic = ak.scaled_dot_product_attention(q, k, v, impl="generic", **kwargs)
+    for name, other in (("reference", ref), ("generic", generic)):
+        err = float((out - other).abs().max())
+        assert err <= 1e-12, f"run vs {name}: {err:.2e} > 1e-12"
+
+
+def test_torch_run_is_one_sdpa_call(monkeypatch: pytest.MonkeyPatch, runs: list) -> None:
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, *args, **kwargs):
+        calls.append(tuple(q.shape))
+        return real(q, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    q, k, v = _qkv((1, 4, 2000, 16), (1, 4, 2000, 16))
+    ak.scaled_dot_product_attention(q, k, v, window=(100, 100))
+    (run,) = runs
+    assert (run.q_lo, run.q_hi, run.rows, run.width) == (128, 1888, 32, 232)
+    assert (4, run.blocks, 32, 16) in calls  # all 55 blocks in one call
+    assert len(calls) <= 6, f"the clipped blocks at both ends should take a few calls: {calls}"
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"enable_gqa": True},  # key heads differ from query heads: SDPA per block
+        {"attn_mask": "dense"},  # a dense mask differs from block to block
+        {"declined": True},  # the kernel declines: the run's rows go block by block
+    ],
+)
+def test_torch_run_fallbacks(monkeypatch: pytest.MonkeyPatch, kwargs: dict) -> None:
+    kwargs = dict(kwargs)
+    q, k, v = _qkv((1, 4, 300, 16), (1, 4 // (2 if kwargs.get("enable_gqa") else 1), 300, 16))
+    if kwargs.pop("declined", False):
+        from attnkit.backends.torch import fused
+
+        monkeypatch.setattr(fused, "block_run", lambda *args: None)
+    if kwargs.get("attn_mask") == "dense":
+        kwargs["attn_mask"] = torch.rand(300, 300, generator=torch.Generator().manual_seed(1)) > 0.2
+    out = ak.scaled_dot_product_attention(q, k, v, window=(40, 40), **kwargs)
+    ref = ak.scaled_dot_product_attention(q, k, v, window=(40, 40), impl="reference", **kwargs)
+    err = float((out - ref).abs().max())
+    assert err <= 1e-12, f"{kwargs}: {err:.2e} > 1e-12"
+
+
+@pytest.mark.parametrize("needs", ["qkv", "q", "kv"])
+def test_torch_run_gradients_in_pieces(monkeypatch: pytest.MonkeyPatch, runs: list, needs: str):
+    """The backward pass in pieces of a few blocks each (not one) equals the float64
+    reference for every operand that asks for a gradient."""
+    from attnkit.backends.torch import fused
+
+    monkeypatch.setattr(fused, "GRAD_PIECE_ELEMENTS", 3 * 2 * 2 * 100 * 16)  # 3 blocks a piece
+    base = _qkv((2, 2, 357, 16), (2, 2, 357, 16), seed=4)
+    weight = torch.randn(357, 16, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    grads = []
+    for impl in ("auto", "reference"):
+        leaves = [
+            x.clone().requires_grad_(name in needs) for name, x in zip("qkv", base, strict=True)
+        ]
+        out = ak.scaled_dot_product_attention(*leaves, window=(34, 34), impl=impl)
+        (out * weight).sum().backward()
+        grads.append([x.grad for x in leaves])
+    assert runs and runs[0].width == 100 and runs[0].blocks >= 7  # 3 pieces or more
+    for name, a, b in zip("qkv", *grads, strict=True):
+        if name not in needs:
+            assert a is None and b is None
+            continue
+        err = float((a - b).abs().max())
+        assert err <= 1e-12, f"grad {name}: {err:.2e} > 1e-12"
+
+
+def test_torch_run_under_torch_func_grad(runs: list) -> None:
+    q, k, v = _qkv((1, 2, 300, 16), (1, 2, 300, 16), seed=6)
+
+    def loss(impl):
+        return lambda q, k, v: (
+            ak.scaled_dot_product_attention(q, k, v, window=(40, 40), impl=impl).square().sum()
+        )
+
+    got = torch.func.grad(loss("auto"), argnums=(0, 1, 2))(q, k, v)
+    want = torch.func.grad(loss("reference"), argnums=(0, 1, 2))(q, k, v)
+    assert runs
+    for name, a, b in zip("qkv", got, want, strict=True):
+        err = float((a - b).abs().max())
+        assert err <= 1e-12, f"torch.func.grad {name}: {err:.2e} > 1e-12"
+
+
+_PEAK = """
+import sys, torch, attnkit as ak
+from attnkit.backends.torch import fused
+
+def status(field):  # KiB
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field))
+
+fused.GRAD_PIECE_ELEMENTS = 2**40 if sys.argv[1] == "one-piece" else 2**21  # 8 MiB pieces
+w = [torch.randn(1, 2, 512, 16, requires_grad=True) for _ in range(3)]  # warm-up
+ak.scaled_dot_product_attention(*w, window=(128, 128)).sum().backward()
+q, k, v = (torch.randn(1, 4, 16384, 64, requires_grad=True) for _ in range(3))
+before = status("VmRSS:")
+out = ak.scaled_dot_product_attention(q, k, v, window=(128, 128))
+out.square().sum().backward()
+print(status("VmHWM:") - before)
+"""
+
+
+def _peak_mib(mode: str) -> float:
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "1048576"}
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK, mode], capture_output=True, text=True, env=env, check=True
+    )
+    return int(done.stdout.strip()) / 1024
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux /proc")
+def test_torch_run_backward_memory_in_pieces() -> None:
+    """4 heads x 16384 x 64 float32 keys are 16 MiB; SDPA's gradient of the unfolded keys
+    and values of a window of 257 in blocks of 32 is 9 times that each (288 MiB). In
+    pieces the backward pass holds the gradients (48 MiB), the output and its gradient
+    (32 MiB) and one piece's unfolded gradients; in one piece all of them."""
+    pieces, whole = _peak_mib("pieces"), _peak_mib("one-piece")
+    unfolded = 2 * 9 * 16
+    assert whole >= unfolded, (whole, unfolded)
+    assert pieces <= whole - 0.5 * unfolded, (
+        f"forward + backward grew the peak by {pieces:.0f} MiB in pieces, {whole:.0f} MiB "
+        f"in one piece; the unfolded gradients are {unfolded} MiB"
+    )
+    assert pieces <= 200, f"peak growth {pieces:.0f} MiB > 200 MiB"
