@@ -253,6 +253,46 @@ def test_rounds_keep_the_fastest_and_the_highest_peak(capsys: pytest.CaptureFixt
     assert "(round 2/2)" in err and "(round 3/2)" not in err
 
 
+def test_parity_targets_run_more_rounds(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Targets 1 and 8 (attnkit against the kernel it calls) ask for PARITY_ROUNDS; their
+    jobs run that often, both sides alike, and the other jobs the plan's rounds."""
+    from attnkit import bench_report
+    from attnkit.bench_targets import PARITY_ROUNDS, jobs_for
+
+    jobs = jobs_for(checks(TARGET_SIZES), ("torch", "numpy"), repeats=5)
+    parity = {(j.case.kind, j.impl) for j in jobs if j.min_rounds == PARITY_ROUNDS}
+    assert parity == {
+        ("dense", ATTNKIT_IMPLS[0]),
+        ("dense", ATTNKIT_IMPLS[1]),
+        ("dense", "torch SDPA"),
+        ("decode", ATTNKIT_IMPLS[0]),
+        ("decode", "torch SDPA"),
+    }, parity
+    assert all(j.backend == "torch" for j in jobs if j.min_rounds)
+    small = [
+        Job("numpy", Case("dense", 16, 16), ATTNKIT_IMPLS[0], repeats=1, min_rounds=3),
+        Job("numpy", Case("dense", 16, 16), "numpy textbook", repeats=1, min_rounds=3),
+        Job("numpy", Case("window", 32, 32, 8), ATTNKIT_IMPLS[0], repeats=1),
+        Job("numpy", Case("memory", 16, 16), ATTNKIT_IMPLS[0], repeats=1, min_rounds=3),
+    ]
+    calls: list[Job] = []
+
+    def fake_run_job(job: Job, *, isolated: bool) -> Measurement:
+        calls.append(job)
+        return Measurement(job, seconds=1e-3 * len(calls))
+
+    monkeypatch.setattr(bench_report, "plan", lambda s: small)
+    monkeypatch.setattr(bench_report, "run_job", fake_run_job)
+    settings = Settings.for_plan("default", ("numpy",), rounds=2, plain=True)
+    results, _ = bench_report.run(settings)
+    counts = [sum(c is job for c in calls) for job in small]
+    assert counts == [3, 3, 2, 1], counts  # at least min_rounds; the memory case once
+    assert [m.seconds for m in results][:2] == [1e-3, 2e-3], "each job's fastest round"
+    assert "(round 3/3)" in capsys.readouterr().err
+
+
 def test_workers_get_the_allocator_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     from attnkit.bench import WORKER_ENV, worker_env
 

@@ -76,3 +76,101 @@ def test_cache_keeps_no_arrays_and_stays_bounded():
     for S in range(1, 2 * _validate._VALIDATED_MAX):
         ak.scaled_dot_product_attention(*_qkv(S=S))
     assert len(_validate._VALIDATED) <= _validate._VALIDATED_MAX
+
+
+@pytest.fixture
+def fresh_plans(monkeypatch: pytest.MonkeyPatch) -> dict:
+    from attnkit import attention
+
+    monkeypatch.setattr(attention, "_PLANS", {})
+    _validate._VALIDATED.clear()
+    return attention._PLANS
+
+
+@pytest.mark.parametrize(
+    "q_shape, kv_shape, kwargs",
+    [
+        ((1, 8, 1, 64), (1, 8, 1024, 64), {}),  # a decoding step
+        ((2, 4, 7, 8), (2, 2, 9, 8), {"enable_gqa": True}),
+        ((2, 3, 9, 8), (2, 3, 9, 8), {"is_causal": True}),
+        ((2, 3, 9, 8), (2, 3, 9, 8), {"scale": 0.3}),
+    ],
+)
+def test_seen_signature_goes_straight_to_sdpa(
+    fresh_plans: dict, monkeypatch: pytest.MonkeyPatch, q_shape, kv_shape, kwargs
+):
+    """The second call of a signature skips validation (prepare is not called) and gives
+    what SDPA gives on its own arrays; the first call fills the plan."""
+    g = torch.Generator().manual_seed(3)
+
+    def draw():
+        q = torch.randn(q_shape, generator=g, dtype=torch.float64)
+        return q, *(torch.randn(kv_shape, generator=g, dtype=torch.float64) for _ in range(2))
+
+    first = draw()
+    ak.scaled_dot_product_attention(*first, **kwargs)
+    assert len(fresh_plans) == 1
+    from attnkit import attention
+
+    def no_prepare(*args, **kw):
+        raise AssertionError("a seen signature must not be validated again")
+
+    monkeypatch.setattr(attention, "prepare", no_prepare)
+    q, k, v = draw()
+    out = ak.scaled_dot_product_attention(q, k, v, **kwargs)
+    monkeypatch.undo()
+    ref = ak.scaled_dot_product_attention(q, k, v, impl="reference", **kwargs)
+    err = float((out - ref).abs().max())
+    assert err <= 1e-12, f"plan vs reference: {err:.2e} > 1e-12"
+
+
+def test_plans_only_for_plain_calls(fresh_plans: dict):
+    """Masks, windows, weights, lse, block sizes and other impls never take a plan, and a
+    call that differs from a planned signature is still checked in full."""
+    q, k, v = _qkv(L=4, S=6)
+    mask = torch.ones(4, 6, dtype=torch.bool)
+    ak.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    ak.scaled_dot_product_attention(q, k, v, window=2)
+    ak.scaled_dot_product_attention(q, k, v, return_lse=True)
+    ak.scaled_dot_product_attention(q, k, v, block_size=2)
+    ak.scaled_dot_product_attention(q, k, v, impl="generic")
+    ak.scaled_dot_product_attention(q, k, v, is_causal=True, q_offset=1)  # not SDPA's causal
+    assert not fresh_plans
+    ak.scaled_dot_product_attention(q, k, v)
+    assert len(fresh_plans) == 1
+    with pytest.raises(DTypeError, match="key"):
+        ak.scaled_dot_product_attention(q, k.double(), v)
+    with pytest.raises(ParameterError, match="block_size"):
+        ak.scaled_dot_product_attention(q, k, v, block_size=0)
+
+
+def test_plans_keep_no_arrays_and_stay_bounded(fresh_plans: dict):
+    from attnkit import attention
+
+    q, k, v = _qkv()
+    refs = [weakref.ref(x) for x in (q, k, v)]
+    ak.scaled_dot_product_attention(q, k, v)
+    ak.scaled_dot_product_attention(q, k, v)
+    del q, k, v
+    gc.collect()
+    assert all(r() is None for r in refs), "the plans must not keep arrays alive"
+    for S in range(1, 2 * attention._PLANS_MAX):
+        ak.scaled_dot_product_attention(*_qkv(S=S))
+    assert 0 < len(fresh_plans) <= attention._PLANS_MAX
+
+
+def test_plan_calls_sdpa_as_patched(fresh_plans: dict, monkeypatch: pytest.MonkeyPatch):
+    """A plan looks SDPA up on every call, so a spy installed after the plan was made
+    still sees the calls."""
+    q, k, v = _qkv()
+    ak.scaled_dot_product_attention(q, k, v)
+    seen = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    ak.scaled_dot_product_attention(q, k, v)
+    assert len(seen) == 1 and len(fresh_plans) == 1

@@ -17,6 +17,7 @@ __all__ = [
     "dropout_keep",
     "from_numpy",
     "fused_attention",
+    "fused_plan",
     "install_hint",
     "make_rng",
     "namespace",
@@ -97,6 +98,13 @@ def fused_attention(problem: Any) -> Any:
     """``F.scaled_dot_product_attention`` where it equals attnkit exactly, else None."""
     fused = _fused()
     return fused.fused_attention(problem) if fused.supported() else None
+
+
+def fused_plan(problem: Any) -> Any:
+    """SDPA with the call's arguments bound, for later calls of the same signature, or
+    None (``fused.fused_plan``)."""
+    fused = _fused()
+    return fused.fused_plan(problem) if fused.supported() else None
 
 
 _FUSED: list[Any] = []

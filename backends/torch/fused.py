@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from attnkit import masks
 from attnkit.dense import zero_dead_keys
 
-__all__ = ["block_attention", "block_run", "fused_attention", "supported"]
+__all__ = ["block_attention", "block_run", "fused_attention", "fused_plan", "supported"]
 
 _SUPPORTED: list[bool] = []
 
@@ -58,6 +58,30 @@ def fused_attention(p: Any) -> Any:
     return F.scaled_dot_product_attention(
         q, k, v, attn_mask=mask, is_causal=causal, scale=p.scale, enable_gqa=p.gqa_groups > 1
     )
+
+
+def fused_plan(p: Any) -> Any:
+    """For a call without mask that :func:`fused_attention` sends to SDPA: SDPA with this
+    call's arguments bound, a function of the caller's (query, key, value) for later calls
+    of the same signature (shapes, dtypes, devices, scalar arguments); None otherwise.
+    With GQA SDPA takes the caller's (..., Hq, L, E) query as it is (enable_gqa)."""
+    if p.mask is not None or p.dropout_p > 0 or p.score_mod is not None or p.L == 0 or p.S == 0:
+        return None
+    causal = _plain_causal(p)
+    if p.structure is not None and not causal:
+        return None
+    batch = -3 if p.gqa_groups > 1 else -2  # the executor's GQA layout splits the heads
+    q, k, v = p.query, p.key, p.value
+    if k.shape[:-2] != v.shape[:-2] or q.shape[:batch] != k.shape[:batch]:
+        return None
+    scale, gqa = p.scale, p.gqa_groups > 1
+
+    def plan(query: Any, key: Any, value: Any) -> Any:  # F's attribute looked up per call
+        return F.scaled_dot_product_attention(
+            query, key, value, is_causal=causal, scale=scale, enable_gqa=gqa
+        )
+
+    return plan
 
 
 def _merge_head_axes(mask: Any, hkv: int, groups: int) -> Any:

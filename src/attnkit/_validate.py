@@ -28,7 +28,7 @@ from .errors import (
 from .masks import Geometry, Mask
 from .score_mods import as_score_mod
 
-__all__ = ["ALIGNMENTS", "IMPLS", "Problem", "prepare"]
+__all__ = ["ALIGNMENTS", "IMPLS", "Problem", "prepare", "signature"]
 
 IMPLS = ("auto", "generic", "reference")
 ALIGNMENTS = ("top_left", "bottom_right")
@@ -343,12 +343,12 @@ def prepare(
 
     A call without mask, window, dropout or score_mod whose signature (array types,
     shapes, dtypes, devices and scalar arguments) was validated before reuses that
-    validation (:func:`_signature`): a decoding loop pays for its checks once.
+    validation (:func:`signature`): a decoding loop pays for its checks once.
     """
     sig = None
     plain = attn_mask is None and window is None and score_mod is None
     if plain and type(dropout_p) in (float, int) and dropout_p == 0:
-        sig = _signature(query, key, value, is_causal, scale, enable_gqa,
+        sig = signature(query, key, value, is_causal, scale, enable_gqa,
                          causal_alignment, q_offset, kv_offset, impl)  # fmt: skip
         known = _VALIDATED.get(sig) if sig is not None else None
         if known is not None:
@@ -368,7 +368,7 @@ _VALIDATED: dict[tuple[Any, ...], Problem] = {}
 _VALIDATED_MAX = 64
 
 
-def _signature(
+def signature(
     query: Any,
     key: Any,
     value: Any,

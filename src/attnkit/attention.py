@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ._validate import Problem, prepare
+from ._validate import Problem, prepare, signature
 from .dense import blocked_attention
 from .reference import reference_attention
 
@@ -142,6 +142,15 @@ def scaled_dot_product_attention(
         DeviceMismatchError, ParameterError (``ValueError``/``TypeError`` subclasses),
         before any work, naming the argument, its shape and the fix.
     """
+    fast = impl == "auto" and not (return_weights or return_lse)
+    sig = None
+    if fast and attn_mask is None and window is None and score_mod is None and block_size is None:
+        if type(dropout_p) in (float, int) and dropout_p == 0:
+            sig = signature(query, key, value, is_causal, scale, enable_gqa,
+                            causal_alignment, q_offset, kv_offset, impl)  # fmt: skip
+            plan = _PLANS.get(sig) if sig is not None else None
+            if plan is not None:  # a signature seen before: validated, the kernel chosen
+                return plan(query, key, value)
     problem = prepare(
         query,
         key,
@@ -165,9 +174,11 @@ def scaled_dot_product_attention(
         from .errors import ParameterError
 
         raise ParameterError(f"block_size must be a positive int or None, got {block_size!r}.")
-    if impl == "auto" and not (return_weights or return_lse):
+    if fast:
         fused = _fused(problem)
         if fused is not None:
+            if sig is not None:
+                _remember_plan(sig, problem)
             return fused
         if problem.dropout_p == 0 and problem.score_mod is None:
             problem.block_kernel = _block_kernel(problem)
@@ -211,6 +222,26 @@ def _fused(p: Problem) -> Any:
     """A backend's fused kernel where its semantics match exactly, else None."""
     kernel = _kernel(p.xp, "fused_attention")
     return None if kernel is None else kernel(p)
+
+
+#: For plain calls (no mask, window, dropout, score_mod, weights or lse) by signature
+#: (:func:`attnkit._validate.signature`: array type, shapes, dtypes, devices and scalar
+#: arguments): the backend's whole-call kernel with its arguments bound, from
+#: ``fused_plan``. A decoding loop then pays for validation and dispatch once. At most
+#: _PLANS_MAX entries.
+_PLANS: dict[tuple[Any, ...], Any] = {}
+_PLANS_MAX = 64
+
+
+def _remember_plan(sig: tuple[Any, ...], p: Problem) -> None:
+    """Keep the backend's ``fused_plan(p)`` (a function of query, key, value giving what
+    ``fused_attention(p)`` gave) for later calls of signature ``sig``."""
+    kernel = _kernel(p.xp, "fused_plan")
+    plan = None if kernel is None else kernel(p)
+    if plan is not None:
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[sig] = plan
 
 
 def _block_kernel(p: Problem) -> Any:

@@ -128,6 +128,7 @@ class Job:
     repeats: int = 5
     seed: int = 0
     check_backward: bool = False
+    min_rounds: int = 0  # with --targets: rounds this job runs at least (see Check.min_rounds)
 
     def describe(self) -> str:
         return f"{self.case.describe(self.backend)}  {self.impl}"

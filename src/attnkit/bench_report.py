@@ -253,15 +253,16 @@ def run(s: Settings) -> tuple[list[Measurement], list[TargetResult]]:
     load_before = _load()
     fancy = not s.plain and display.has_rich()
     progress_cls = display.RichProgress if fancy and sys.stderr.isatty() else _PlainProgress
-    timed = [j for j in jobs if j.case.kind != "memory"]  # one call each: measured once
+    # the memory case is one call: measured once; a job may ask for more rounds
+    counts = [1 if j.case.kind == "memory" else max(s.rounds, j.min_rounds) for j in jobs]
     rounds: dict[int, list[Measurement]] = {}
-    total = len(jobs) + (s.rounds - 1) * len(timed)
-    with progress_cls(total) as progress:
-        for r in range(s.rounds):
+    with progress_cls(sum(counts)) as progress:
+        for r in range(max(counts, default=0)):
             for i, job in enumerate(jobs):
-                if r and job.case.kind == "memory":
+                if r >= counts[i]:
                     continue
-                what = job.describe() + (f"  (round {r + 1}/{s.rounds})" if s.rounds > 1 else "")
+                n = counts[i]
+                what = job.describe() + (f"  (round {r + 1}/{n})" if n > 1 else "")
                 progress.start(what)
                 kind = job.case.kind
                 isolated = s.isolate == "all" or (s.isolate == "memory" and kind == "memory")

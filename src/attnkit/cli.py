@@ -166,7 +166,9 @@ def _add_bench(commands: Any) -> None:
         "--rounds",
         type=_positive_int,
         help="run the timed measurements this many times, interleaved, and keep each one's "
-        "fastest round (default 3 with --targets, else 1; the machine's noise only adds time)",
+        "fastest round (default 3 with --targets, else 1; the machine's noise only adds time; "
+        "with --targets the jobs of targets 1 and 8, attnkit against the kernel it calls, "
+        "run at least 7)",
     )
     bench.add_argument(
         "--flex",
