@@ -210,7 +210,8 @@ def choose_block_size(p: Problem, lead: tuple[int, ...], budget: int = DEFAULT_B
     For each candidate Bq the key columns a block in the middle of the sequence reads
     (Sk: all of S unstructured, about Bq + the window under a window) give the work per
     block, Bq x Sk x heads score elements; the cost of all blocks is
-    ceil(L / Bq) x (work + overhead), the overhead BLOCK_OVERHEAD_ELEMENTS plus, for a
+    ceil(L / Bq) x (work + overhead), the overhead BLOCK_OVERHEAD_ELEMENTS (or the
+    backend's ``block_overhead_elements``) plus, for a
     backend kernel that loops over heads, its ``overhead_per_head_elements`` times the
     heads. Candidates whose block exceeds the memory ``budget`` are skipped (the
     smallest is kept if none fits): a block holds Bq x Sk x heads score elements, or
@@ -220,7 +221,10 @@ def choose_block_size(p: Problem, lead: tuple[int, ...], budget: int = DEFAULT_B
     heads = max(1, prod(lead))
     held = getattr(p.block_kernel, "held_scores", None)
     per_head = getattr(p.block_kernel, "overhead_per_head_elements", 0)
-    overhead = BLOCK_OVERHEAD_ELEMENTS + heads * per_head
+    from .attention import _kernel  # here: attention imports this module
+
+    base = _kernel(p.xp, "block_overhead_elements") or BLOCK_OVERHEAD_ELEMENTS
+    overhead = base + heads * per_head
     best, best_cost = None, math.inf
     for rows in (16, 32, 64, 128, 256, 512, 1024):
         rows = min(rows, max(p.L, 1))
