@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-__all__ = ["numpy_attention64", "x64"]
+__all__ = ["PROC_STATUS", "numpy_attention64", "printed_int", "x64"]
 
 
 def numpy_attention64(q: Any, k: Any, v: Any, allowed: Any = None, additive: Any = None) -> Any:
@@ -41,3 +44,23 @@ def x64(jax: Any) -> Iterator[None]:
         yield
     finally:
         jax.config.update("jax_enable_x64", previous)
+
+
+#: Python source defining ``status(field)``: a field of /proc/self/status in KiB (VmRSS,
+#: VmHWM: the peak of this process image, unlike ru_maxrss, which survives exec).
+PROC_STATUS = """
+def status(field):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field))
+"""
+
+
+def printed_int(script: str, *args: str) -> int:
+    """The int that ``script`` prints, run with ``args`` in a fresh interpreter whose glibc
+    gives freed blocks over 1 MiB back to the system (MALLOC_MMAP_THRESHOLD_), so that
+    its resident peak reflects live memory."""
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "1048576"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, check=True
+    )
+    return int(done.stdout.strip())

@@ -11,12 +11,10 @@ that freed blocks go back to the system and the resident peak reflects live memo
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from _helpers import x64
+from _helpers import PROC_STATUS, printed_int, x64
 
 import attnkit as ak
 from attnkit import backends, dense
@@ -79,13 +77,11 @@ def test_jax_recomputed_blocks_give_reference_gradients() -> None:
             assert float(abs(a - b).max()) <= 1e-12
 
 
-_PEAK = """
+_PEAK = (
+    PROC_STATUS
+    + """
 import sys, torch, attnkit as ak, attnkit.attention as A, attnkit.dense as D
 D.RECOMPUTE_ABOVE_ELEMENTS = 2**24  # 2 x 4096 x 4096 = 2**25 score elements: recomputed
-
-def status(field):  # KiB; VmHWM (peak) is per process image, unlike ru_maxrss across exec
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(field))
 
 if sys.argv[1] == "off":
     kernel = A._kernel
@@ -101,14 +97,11 @@ out = ak.scaled_dot_product_attention(q, k, v, impl="generic", block_size=64)
 out.square().sum().backward()
 print(status("VmHWM:") - before)
 """
+)
 
 
 def _peak_kib(mode: str) -> int:
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "1048576"}
-    done = subprocess.run(
-        [sys.executable, "-c", _PEAK, mode], capture_output=True, text=True, env=env, check=True
-    )
-    return int(done.stdout.strip())
+    return printed_int(_PEAK, mode)
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux /proc")

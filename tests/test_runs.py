@@ -4,6 +4,7 @@ test_torch_runs.py."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from types import SimpleNamespace
 
@@ -24,18 +25,14 @@ def _relative(p, b, rows):
 
 
 def _brute_force_run(p, rows):
-    """The longest stretch of consecutive full blocks with one key range at the same
-    relative position, by checking every block."""
-    best, start, count, last = (0, 0), 0, 0, None
-    for b in range(p.L // rows):
-        rel = _relative(p, b, rows)
-        if rel is not None and rel == last:
-            count += 1
-        else:
-            start, count = b, int(rel is not None)
-        last = rel
-        if count > best[1]:
-            best = (start, count)
+    """(first block, count) of the longest group of consecutive full blocks with one key
+    range at the same relative position (itertools.groupby over every block)."""
+    best = (0, 0)
+    groups = itertools.groupby(range(p.L // rows), key=lambda b: _relative(p, b, rows))
+    for rel, blocks in groups:
+        blocks = list(blocks)
+        if rel is not None and len(blocks) > best[1]:
+            best = (blocks[0], len(blocks))
     return best
 
 

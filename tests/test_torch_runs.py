@@ -7,10 +7,9 @@ call for the run), its fallbacks, and its backward memory in a fresh process.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
+from _helpers import PROC_STATUS, printed_int
 
 import attnkit as ak
 from attnkit import dense, masks
@@ -84,6 +83,47 @@ def test_torch_run_is_one_sdpa_call(monkeypatch: pytest.MonkeyPatch, runs: list)
 
 
 @pytest.mark.parametrize(
+    "layout, calls",
+    [
+        ("contiguous", [(6, 32)]),  # batch and heads merged as a view: one call
+        ("transposed", [(3, 32), (3, 32)]),  # (B, L, H, E) seen as (B, H, L, E): per batch
+        ("rank5", [(12, 32)]),
+    ],
+)
+def test_torch_run_never_copies_unfolded_keys(
+    monkeypatch: pytest.MonkeyPatch, runs: list, layout: str, calls: list
+) -> None:
+    """SDPA gets the run's keys as an overlapping view (block i starts 32 rows after
+    block i - 1, not a window's width after it) whatever the operands' strides; where
+    the leading dims cannot merge as a view, the run loops over the first one."""
+    seen = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, k, v, *args, **kwargs):
+        if q.ndim == 4 and q.shape[-2] == 32:
+            seen.append((q.shape[0], q.shape[-2]))
+            assert k.stride(-3) == 32 * k.stride(-2), f"keys copied: strides {k.stride()}"
+            assert v.stride(-3) == 32 * v.stride(-2), f"values copied: strides {v.stride()}"
+        return real(q, k, v, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    g = torch.Generator().manual_seed(7)
+    if layout == "transposed":
+        q, k, v = (torch.randn(2, 300, 3, 8, generator=g).transpose(1, 2) for _ in range(3))
+    elif layout == "rank5":
+        q, k, v = (torch.randn(2, 2, 3, 300, 8, generator=g) for _ in range(3))
+    else:
+        q, k, v = (torch.randn(2, 3, 300, 8, generator=g) for _ in range(3))
+    out = ak.scaled_dot_product_attention(q, k, v, window=(40, 40))
+    assert runs and seen == calls, seen
+    ref = ak.scaled_dot_product_attention(
+        q.double(), k.double(), v.double(), window=(40, 40), impl="reference"
+    )
+    err = float((out.double() - ref).abs().max())
+    assert err <= 1e-5, f"{layout}: {err:.2e} > 1e-5"
+
+
+@pytest.mark.parametrize(
     "kwargs",
     [
         {"enable_gqa": True},  # key heads differ from query heads: SDPA per block
@@ -148,13 +188,11 @@ def test_torch_run_under_torch_func_grad(runs: list) -> None:
         assert err <= 1e-12, f"torch.func.grad {name}: {err:.2e} > 1e-12"
 
 
-_PEAK = """
+_PEAK = (
+    PROC_STATUS
+    + """
 import sys, torch, attnkit as ak
 from attnkit.backends.torch import fused
-
-def status(field):  # KiB
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(field))
 
 fused.GRAD_PIECE_ELEMENTS = 2**40 if sys.argv[1] == "one-piece" else 2**21  # 8 MiB pieces
 w = [torch.randn(1, 2, 512, 16, requires_grad=True) for _ in range(3)]  # warm-up
@@ -165,14 +203,11 @@ out = ak.scaled_dot_product_attention(q, k, v, window=(128, 128))
 out.square().sum().backward()
 print(status("VmHWM:") - before)
 """
+)
 
 
 def _peak_mib(mode: str) -> float:
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "1048576"}
-    done = subprocess.run(
-        [sys.executable, "-c", _PEAK, mode], capture_output=True, text=True, env=env, check=True
-    )
-    return int(done.stdout.strip()) / 1024
+    return printed_int(_PEAK, mode) / 1024
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux /proc")

@@ -220,14 +220,30 @@ class _RunFunction(torch.autograd.Function):
 
 
 def _run_blocks(q: Any, k: Any, v: Any, mask: Any, scale: float, rows: int) -> Any:
-    """One SDPA call over the n = q.shape[-2] / rows blocks of a run (see block_run)."""
-    lead, n, e, ev = q.shape[:-2], q.shape[-2] // rows, q.shape[-1], v.shape[-1]
+    """One SDPA call over the n = q.shape[-2] / rows blocks of a run (see block_run).
+
+    SDPA's CPU kernel takes 4-D operands, so the leading dims are merged into one, as a
+    view only: where they cannot be (the heads of a (B, L, H, E) projection transposed to
+    (B, H, L, E)), the first leading dim is looped over instead, never copying the
+    unfolded keys (width / rows times the keys' size).
+    """
+    lead = q.shape[:-2]
+    if not lead:  # (L, E): one batch of one head
+        return _run_blocks(q[None], k[None], v[None], mask, scale, rows)[0]
+    if len(lead) > 1:
+        try:
+            merged = [x.view(-1, *x.shape[-2:]) for x in (q, k, v)]  # (N, *, *)
+        except RuntimeError:  # not expressible as a view: one call per leading index
+            outs = [_run_blocks(q[i], k[i], v[i], mask, scale, rows) for i in range(lead[0])]
+            return torch.stack(outs)  # (..., n*rows, Ev)
+        return _run_blocks(*merged, mask, scale, rows).reshape(*lead, -1, v.shape[-1])
+    n = q.shape[-2] // rows
     width = k.shape[-2] - (n - 1) * rows
-    qb = q.reshape(-1, n, rows, e)  # (N, n, rows, E)
-    kb = k.unfold(-2, width, rows).transpose(-1, -2).reshape(-1, n, width, e)  # (N, n, width, E)
-    vb = v.unfold(-2, width, rows).transpose(-1, -2).reshape(-1, n, width, ev)  # (N, n, width, Ev)
+    qb = q.unflatten(-2, (n, rows))  # (N, n, rows, E)
+    kb = k.unfold(-2, width, rows).transpose(-1, -2)  # (N, n, width, E), a view
+    vb = v.unfold(-2, width, rows).transpose(-1, -2)  # (N, n, width, Ev), a view
     out = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=scale)
-    return out.reshape(*lead, n * rows, ev)  # (..., n*rows, Ev)
+    return out.flatten(-3, -2)  # (N, n*rows, Ev)
 
 
 _LAST_MASK: list[tuple[Any, int, Any, Any]] = []  # [(bool mask, version, dtype, additive)]
