@@ -338,21 +338,24 @@ def prepare(
     rng: Any,
     impl: Any,
     score_mod: Any = None,
+    sig: tuple[Any, ...] | None = None,
 ) -> Problem:
     """Validate one call and return its :class:`Problem`; raise before any work.
 
     A call without mask, window, dropout or score_mod whose signature (array types,
     shapes, dtypes, devices and scalar arguments) was validated before reuses that
-    validation (:func:`signature`): a decoding loop pays for its checks once.
+    validation (:func:`signature`): a decoding loop pays for its checks once. ``sig``:
+    the call's signature where the caller computed it already.
     """
-    sig = None
     plain = attn_mask is None and window is None and score_mod is None
-    if plain and type(dropout_p) in (float, int) and dropout_p == 0:
+    if not (plain and type(dropout_p) in (float, int) and dropout_p == 0):
+        sig = None  # only plain calls are validated by signature
+    elif sig is None:
         sig = signature(query, key, value, is_causal, scale, enable_gqa,
-                         causal_alignment, q_offset, kv_offset, impl)  # fmt: skip
-        known = _VALIDATED.get(sig) if sig is not None else None
-        if known is not None:
-            return _from_signature(known, query, key, value)
+                        causal_alignment, q_offset, kv_offset, impl)  # fmt: skip
+    known = _VALIDATED.get(sig) if sig is not None else None
+    if known is not None:
+        return _from_signature(known, query, key, value)
     args = (attn_mask, dropout_p, is_causal, scale, enable_gqa, causal_alignment, window)
     problem = _prepare(query, key, value, *args, q_offset, kv_offset, rng, impl, score_mod)
     if sig is not None:

@@ -167,6 +167,7 @@ def scaled_dot_product_attention(
         rng,
         impl,
         score_mod,
+        sig,  # computed above for a plain call, else None
     )
     if block_size is not None and (
         not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1
