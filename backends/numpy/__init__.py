@@ -114,6 +114,8 @@ def _held_scores(rows: int, width: int, heads: int) -> int:
     return held_scores(rows, width, heads)
 
 
+#: masked scores are replaced, never added to: NaN or inf there cannot leak
+block_attention.masks_nonfinite = True  # type: ignore[attr-defined]
 #: the executor decides the shift-free bound for this kernel (it reads ``shift_free``)
 block_attention.uses_shift_free = True  # type: ignore[attr-defined]
 #: its fixed cost per head of a block (about 8 NumPy calls, 15 us) in score elements of

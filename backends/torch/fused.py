@@ -5,7 +5,9 @@ Used only where its semantics equal attnkit's exactly (the conformance matrix ru
 generator, attnkit from an explicit one), no weights or lse requested, no window, causal
 only when the diagonal sits at position 0 of both (top-left with equal offsets) and
 without a mask, no zero-length axis. Fully masked rows give 0 in both (torch >= 2.5).
-Keys that no query may attend are zeroed first, as the generic path does.
+SDPA adds -inf to a masked score rather than replacing it, so a NaN or inf at a masked
+position would leak: with a mask or causal structure the output is checked finite (or,
+under autograd, the inputs), and the generic path takes the call where it is not.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import torch
 import torch.nn.functional as F
 
 from attnkit import masks
-from attnkit.dense import zero_dead_keys
 
 __all__ = ["block_attention", "block_run", "fused_attention", "fused_plan", "supported"]
 
@@ -41,9 +42,18 @@ def fused_attention(p: Any) -> Any:
     if causal and p.mask is not None:
         return None
     q, k, v, mask = p.query, p.key, p.value, p.mask
-    if mask is not None:  # the generic path's guard, in the GQA layout it was written for
-        allowed = mask if mask.dtype == torch.bool else mask != -torch.inf
-        k, v = zero_dead_keys(p.xp, k, v, allowed)
+    low = q.dtype in (torch.float16, torch.bfloat16)
+    if low and mask is not None and mask.dtype not in (torch.bool, q.dtype):
+        return None  # SDPA would round the additive mask to 16 bits (-1e30 -> -inf)
+    grad = _records_gradients(q, k, v)
+    if low and grad and q.device.type == "cpu":
+        # the CPU kernel's 16-bit gradients are several times less accurate than those of
+        # PyTorch's own math backend (GQA dV 4-8x, float-mask dQ 10-14x); the generic
+        # path accumulates in float32
+        return None
+    masked = causal or mask is not None
+    if masked and grad and not _finite(q, k, v):
+        return None  # a NaN or inf in a masked pair would leak into the gradients
     if p.gqa_groups > 1:  # back from (..., Hkv, G, L, E) to (..., Hq, L, E); SDPA groups itself
         hkv, groups = q.shape[-4], q.shape[-3]
         q = q.reshape(*q.shape[:-4], hkv * groups, *q.shape[-2:])
@@ -55,16 +65,33 @@ def fused_attention(p: Any) -> Any:
     batch = -3 if p.gqa_groups > 1 else -2  # with GQA the head axes differ by design
     if k.shape[:-2] != v.shape[:-2] or q.shape[:batch] != k.shape[:batch]:
         return None  # leave broadcasting leading dims to the generic path
-    return F.scaled_dot_product_attention(
+    out = F.scaled_dot_product_attention(
         q, k, v, attn_mask=mask, is_causal=causal, scale=p.scale, enable_gqa=p.gqa_groups > 1
     )
+    if masked and not grad and not _finite(out):
+        return None  # SDPA adds -inf to a masked NaN: the generic path replaces it
+    return out
+
+
+def _finite(*xs: Any) -> bool:
+    """Whether every element of ``xs`` is finite: one sum per tensor (a NaN or inf makes
+    it non-finite; an overflowing finite sum reads as not finite, which only costs the
+    generic path). SDPA lets a NaN or inf at a masked position through (it adds -inf
+    to the score, and 0 * NaN in the value product), and every such leak shows as a
+    non-finite output: checking the output (L x Ev) is cheaper than the inputs."""
+    try:
+        return all(bool(torch.isfinite(x.detach().sum())) for x in xs)
+    except RuntimeError:  # no concrete value (torch.func.vmap): take the guarded path
+        return False
 
 
 def fused_plan(p: Any) -> Any:
     """For a call without mask that :func:`fused_attention` sends to SDPA: SDPA with this
     call's arguments bound, a function of the caller's (query, key, value) for later calls
     of the same signature (shapes, dtypes, devices, scalar arguments); None otherwise.
-    With GQA SDPA takes the caller's (..., Hq, L, E) query as it is (enable_gqa)."""
+    With GQA SDPA takes the caller's (..., Hq, L, E) query as it is (enable_gqa). A
+    causal plan checks its output as :func:`fused_attention` does and returns None where
+    the caller must take the generic path."""
     if p.mask is not None or p.dropout_p > 0 or p.score_mod is not None or p.L == 0 or p.S == 0:
         return None
     causal = _plain_causal(p)
@@ -75,13 +102,37 @@ def fused_plan(p: Any) -> Any:
     if k.shape[:-2] != v.shape[:-2] or q.shape[:batch] != k.shape[:batch]:
         return None
     scale, gqa = p.scale, p.gqa_groups > 1
+    if q.dtype in (torch.float16, torch.bfloat16) and q.device.type == "cpu":
 
-    def plan(query: Any, key: Any, value: Any) -> Any:  # F's attribute looked up per call
-        return F.scaled_dot_product_attention(
-            query, key, value, is_causal=causal, scale=scale, enable_gqa=gqa
+        def low_plan(query: Any, key: Any, value: Any) -> Any:
+            if _records_gradients(query, key, value):
+                return None  # 16-bit gradients: see fused_attention
+            out = F.scaled_dot_product_attention(
+                query, key, value, is_causal=causal, scale=scale, enable_gqa=gqa
+            )
+            return out if not causal or _finite(out) else None
+
+        return low_plan
+    if not causal:
+
+        def plan(query: Any, key: Any, value: Any) -> Any:  # F's attribute looked up per call
+            return F.scaled_dot_product_attention(query, key, value, scale=scale, enable_gqa=gqa)
+
+        return plan
+
+    def causal_plan(query: Any, key: Any, value: Any) -> Any:
+        if _records_gradients(query, key, value):
+            if not _finite(query, key, value):
+                return None
+            return F.scaled_dot_product_attention(
+                query, key, value, is_causal=True, scale=scale, enable_gqa=gqa
+            )
+        out = F.scaled_dot_product_attention(
+            query, key, value, is_causal=True, scale=scale, enable_gqa=gqa
         )
+        return out if _finite(out) else None
 
-    return plan
+    return causal_plan
 
 
 def _merge_head_axes(mask: Any, hkv: int, groups: int) -> Any:

@@ -43,12 +43,13 @@ __all__ = [
     "DEFAULT_BLOCK_BUDGET",
     "RECOMPUTE_ABOVE_ELEMENTS",
     "Prepared",
+    "all_finite",
     "apply_dropout",
     "blocked_attention",
     "choose_block_size",
     "empty_result",
+    "neutralize",
     "prepare_operands",
-    "zero_dead_keys",
 ]
 
 #: Score elements one query block may hold (x 4 bytes in float32): 2**22 is 16 MiB, which
@@ -70,15 +71,18 @@ class Prepared:
     tile_cache: dict[Any, Any]  # structure tiles by block shape (translation-invariant masks)
     shift_free: bool = False  # every score provably in [-T, T]: exp without the row max
     value_ones: Any = None  # (..., S, Ev + 1): value with a column of ones, or None
+    finite: bool = True  # nothing masked, or q, k and v checked finite: no guard needed
 
 
 def prepare_operands(p: Problem, shortcuts: bool = False) -> Prepared:
-    """Cast to the compute dtype and neutralize dead keys.
+    """Cast to the compute dtype and decide how much guarding the blocks need.
 
-    A key column that no query row may attend (by attn_mask) is replaced by zeros in key
-    and value, so a NaN or inf stored there (padding) cannot reach any output or gradient
-    through 0 * NaN in the matrix products. ``shortcuts=True`` (the executor without
-    weights or dropout) also decides the module docstring's two shortcuts.
+    Where some (query, key) pair is masked and the operands are not known to be finite
+    (a concrete check found NaN or inf, or the values are traced under ``jax.jit``), each
+    block neutralizes what its rows may not touch (:func:`neutralize`), so that NaN or
+    inf stored in keys, values or queries that are masked cannot reach any output or
+    gradient through 0 * NaN in the matrix products. ``shortcuts=True`` (the executor
+    without weights or dropout) also decides the module docstring's two shortcuts.
     """
     xp, cd = p.xp, p.compute_dtype
     q, k, v = p.query, p.key, p.value
@@ -91,13 +95,8 @@ def prepare_operands(p: Problem, shortcuts: bool = False) -> Prepared:
         else:
             additive = p.mask if p.mask.dtype == cd else xp.astype(p.mask, cd)
             allowed_mask = additive != -math.inf
-        k, v = zero_dead_keys(xp, k, v, allowed_mask)
-    if p.structure is not None:  # padding declared by a structured mask
-        alive = p.structure.key_alive(xp, p.device, p.geometry)  # (..., 1, S) or None
-        if alive is not None:
-            if p.gqa_groups > 1:
-                alive = gqa_mask(xp, alive, p.gqa_groups)
-            k, v = zero_dead_keys(xp, k, v, alive)
+    masked = p.mask is not None or p.structure is not None
+    finite = True if not masked else all_finite(xp, q, k, v)
     shapes = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
     if p.mask is not None:
         shapes.append(p.mask.shape[:-2])
@@ -113,7 +112,23 @@ def prepare_operands(p: Problem, shortcuts: bool = False) -> Prepared:
         if kernel is None and shift_free and p.structure is None:
             ones = xp.ones((*v.shape[:-1], 1), dtype=v.dtype, device=p.device)
             value_ones = xp.concat([v, ones], axis=-1)  # (..., S, Ev + 1)
-    return Prepared(q, k, v, allowed_mask, additive, lead, {}, shift_free, value_ones)
+    return Prepared(
+        q, k, v, allowed_mask, additive, lead, {}, shift_free, value_ones, finite is True
+    )
+
+
+def all_finite(xp: Any, *arrays: Any) -> bool | None:
+    """True when every element of ``arrays`` is finite, False when one is NaN or inf,
+    None when the values cannot be read (traced under ``jax.jit``). One sum per array
+    (O(size), no temporary): a NaN or inf makes the sum non-finite; a finite sum that
+    overflows reads as not finite, which only costs the guarded path."""
+    from .attention import _kernel  # here: attention imports this module
+
+    to_float = _kernel(xp, "concrete_float") or float  # torch: detached, no autograd warning
+    try:
+        return all(math.isfinite(to_float(xp.sum(x))) for x in arrays)
+    except (TypeError, RuntimeError, ValueError):  # traced: no concrete value (jax.jit)
+        return None
 
 
 def shift_free_limit(dtype_info: Any, S: int) -> float:
@@ -161,23 +176,63 @@ def _max_square_norm(xp: Any, x: Any, to_float: Any) -> float:
     return best
 
 
-def zero_dead_keys(xp: Any, key: Any, value: Any, allowed: Any) -> tuple[Any, Any]:
-    """Key and value with zeros on the columns no row of ``allowed`` (..., L|1, S|1) may
-    attend, so NaN or inf stored there cannot leak through 0 * NaN in the products."""
-    alive = xp.any(allowed, axis=-2, keepdims=True)  # (..., 1, S|1)
-    alive = xp.matrix_transpose(alive)  # (..., S|1, 1)
-    return xp.where(alive, key, 0.0), xp.where(alive, value, 0.0)
+def neutralize(xp: Any, q: Any, k: Any, v: Any, allowed: Any) -> tuple[Any, Any, Any]:
+    """q, k, v of one block with zeros where the block's mask leaves them unused: key and
+    value rows of columns that no row of ``allowed`` (..., Bq|1, Sk|1) may attend, and
+    query rows that may attend nothing. NaN or inf stored there (padding, keys out of a
+    window's reach, an empty row's query) then cannot leak into outputs or gradients
+    through 0 * NaN in the matrix products. A row or column counts as used when any
+    slice sharing it (its broadcast leading dims) uses it, so nothing is copied per head.
+
+    q (..., Bq, E), k (..., Sk, E), v (..., Sk, Ev) -> the same shapes.
+    """
+    cols = xp.matrix_transpose(_shared_any(xp, allowed, -2, k.shape, v.shape))  # (..., Sk|1, 1)
+    rows = _shared_any(xp, allowed, -1, q.shape)  # (..., Bq|1, 1)
+    return xp.where(rows, q, 0.0), xp.where(cols, k, 0.0), xp.where(cols, v, 0.0)
+
+
+def _shared_any(xp: Any, allowed: Any, axis: int, *shapes: tuple[int, ...]) -> Any:
+    """any(allowed) over ``axis`` (-1 or -2, kept) and over every leading axis on which an
+    operand of one of ``shapes`` is broadcast (size 1 or absent), so the result's leading
+    dims broadcast to each operand's without enlarging it."""
+    alive = xp.any(allowed, axis=axis, keepdims=True)
+    n_lead = alive.ndim - 2
+    extra = n_lead - min(len(s) - 2 for s in shapes)  # axes no operand has
+    reduce = []
+    for i in range(n_lead):
+        if alive.shape[i] == 1:
+            continue
+        sizes = [s[i - (n_lead - len(s) + 2)] if i - (n_lead - len(s) + 2) >= 0 else 1
+                 for s in shapes]  # fmt: skip
+        if i < extra or any(size == 1 for size in sizes):
+            reduce.append(i)
+    if reduce:
+        alive = xp.any(alive, axis=tuple(reduce), keepdims=True)
+    if extra > 0:
+        alive = xp.reshape(alive, tuple(alive.shape[extra:]))
+    return alive
 
 
 def empty_result(
     p: Problem, lead: tuple[int, ...], rows: int, need_weights: bool
 ) -> tuple[Any, Any, Any]:
-    """(out 0, weights 0 or None, lse -inf) for ``rows`` query rows with no key in reach."""
+    """(out 0, weights 0 or None, lse -inf) for ``rows`` query rows with no key in reach.
+
+    The zeros are tied to the inputs by a sum over an empty slice of each (exactly 0, no
+    NaN even where the inputs hold NaN), so autograd sees the output depend on query,
+    key and value: ``out.sum().backward()`` gives zero gradients rather than an error."""
     xp, cd = p.xp, p.compute_dtype
-    out = xp.zeros((*lead, rows, p.Ev), dtype=cd, device=p.device)
+    tie = _empty_sum(xp, p.query) + _empty_sum(xp, p.key) + _empty_sum(xp, p.value)
+    tie = tie if tie.dtype == cd else xp.astype(tie, cd)
+    out = xp.zeros((*lead, rows, p.Ev), dtype=cd, device=p.device) + tie
     lse = xp.full((*lead, rows), -math.inf, dtype=cd, device=p.device)
     weights = xp.zeros((*lead, rows, p.S), dtype=cd, device=p.device) if need_weights else None
     return out, weights, lse
+
+
+def _empty_sum(xp: Any, x: Any) -> Any:
+    """0-d exactly 0, computed from an empty slice of x (so it carries x's autograd)."""
+    return xp.sum(x[..., :0])
 
 
 def apply_dropout(p: Problem, weights: Any, stream: int) -> Any:
@@ -342,10 +397,15 @@ def attend_block(
         return empty_result(p, ops.lead, rows, need_weights)
     q = ops.query[..., q_lo:q_hi, :]  # (..., Bq, E)
     k = _select_rows(xp, ops.key, t.ranges)  # (..., Sk, E)
-    v = _select_rows(xp, ops.value, t.ranges)  # (..., Sk, Ev)
-    if p.block_kernel is not None:  # a fused kernel computes this block (no lse needed)
-        mask = _combined_mask(xp, allowed, ops, t)
-        out = p.block_kernel(q, k, v, mask, p.scale, ops.shift_free)
+    plain = not (need_weights or p.dropout_p > 0)
+    with_ones = ops.value_ones is not None and plain
+    v = _select_rows(xp, ops.value_ones if with_ones else ops.value, t.ranges)  # (..., Sk, Ev[+1])
+    if allowed is not None and not ops.finite:
+        q, k, v = neutralize(xp, q, k, v, allowed)
+    kernel = p.block_kernel
+    if kernel is not None and (ops.finite or getattr(kernel, "masks_nonfinite", False)):
+        mask = _combined_mask(xp, allowed, ops, t)  # a fused kernel computes this block
+        out = kernel(q, k, v, mask, p.scale, ops.shift_free)
         if out is not None:
             return out, None, None
     scores = (q * p.scale) @ xp.matrix_transpose(k)  # (..., Bq, Sk), scaled block by block
@@ -354,14 +414,13 @@ def attend_block(
     if ops.additive is not None:
         scores = scores + t.columns(t.rows(ops.additive))
     maskable = allowed is not None or ops.additive is not None
-    if ops.value_ones is not None and not (need_weights or p.dropout_p > 0):
+    if with_ones:
         e, row_max = softmax_numerator(xp, scores, allowed, maskable, ops.shift_free)
-        v1 = _select_rows(xp, ops.value_ones, t.ranges)  # (..., Sk, Ev + 1)
-        both = e @ v1  # (..., Bq, Ev + 1): e @ v and the row sums of e in one product
+        both = e @ v  # (..., Bq, Ev + 1): e @ v and the row sums of e in one product
         denom, lse = softmax_denominator(xp, both[..., p.Ev :], row_max, maskable)
         return both[..., : p.Ev] / denom, None, lse  # (..., Bq, Ev)
     e, denom, lse = softmax_parts(xp, scores, allowed, maskable, ops.shift_free)
-    if not (need_weights or p.dropout_p > 0):
+    if plain:
         out = (e @ v) / denom  # (..., Bq, Ev): normalizing after the product is cheaper
         return out, None, lse
     weights = e / denom
@@ -396,8 +455,8 @@ def _run_of(p: Problem, ops: Prepared, need_weights: bool) -> Run | None:
     kernel = p.block_kernel
     if kernel is None or getattr(kernel, "run", None) is None or need_weights:
         return None
-    if ops.allowed_mask is not None or ops.additive is not None:
-        return None
+    if ops.allowed_mask is not None or ops.additive is not None or not ops.finite:
+        return None  # a run's tile masks pairs: its kernel needs finite operands
     return find_run(p, kernel.run_rows)
 
 
@@ -467,8 +526,20 @@ def blocked_attention(
         weights.append(w)
     if len(outs) == 1:
         return outs[0], weights[0], lses[0]
-    out = xp.concat(outs, axis=-2)  # (..., L, Ev)
-    lse = None if any(x is None for x in lses) else xp.concat(lses, axis=-1)  # (..., L)
+    # Blocks may differ in leading dims (an empty block's zeros span every operand's,
+    # a block whose tile is all allowed lacks the mask's): broadcast them to one.
+    out = xp.concat(_common_lead(xp, outs, 2), axis=-2)  # (..., L, Ev)
+    lse = None if any(x is None for x in lses) else xp.concat(_common_lead(xp, lses, 1), axis=-1)
     if need_weights:
-        weights = xp.concat(weights, axis=-2)  # (..., L, S)
+        weights = xp.concat(_common_lead(xp, weights, 2), axis=-2)  # (..., L, S)
     return out, (weights if need_weights else None), lse
+
+
+def _common_lead(xp: Any, pieces: list[Any], tail: int) -> list[Any]:
+    """``pieces`` broadcast to their common leading dims (all axes but the last ``tail``)."""
+    lead = broadcast_shapes(*(tuple(x.shape[:-tail]) for x in pieces))
+    assert lead is not None, "blocks of one call broadcast together"
+    return [
+        x if tuple(x.shape[:-tail]) == lead else xp.broadcast_to(x, (*lead, *x.shape[-tail:]))
+        for x in pieces
+    ]

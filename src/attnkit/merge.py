@@ -95,7 +95,7 @@ def merge_partials(outs: Sequence[Any], lses: Sequence[Any]) -> tuple[Any, Any]:
     top = xp.where(top == -math.inf, 0.0, top)
     scale = xp.exp(stacked - top)  # (P, ..., L), 0 for empty pieces
     total = xp.sum(scale, axis=0)  # (..., L), 0 where every piece is empty
-    nonempty = total > 0
+    nonempty = total != 0  # NaN (a piece attended a NaN score) stays NaN
     safe_total = xp.where(nonempty, total, 1.0)
     lse = xp.where(nonempty, top + xp.log(safe_total), -math.inf)  # (..., L)
     lse = lse if lse.dtype == lses[0].dtype else xp.astype(lse, lses[0].dtype)
@@ -105,7 +105,7 @@ def merge_partials(outs: Sequence[Any], lses: Sequence[Any]) -> tuple[Any, Any]:
         # where, not a product alone: a piece's output on a row it found empty may be NaN
         # (other frameworks' kernels), and 0 * NaN is NaN.
         term = xp.where(
-            weight > 0, weight * (piece if piece.dtype == cd else xp.astype(piece, cd)), 0.0
+            weight == 0, 0.0, weight * (piece if piece.dtype == cd else xp.astype(piece, cd))
         )
         out = term if out is None else out + term
     out_dtype = outs[0].dtype

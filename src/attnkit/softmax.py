@@ -64,11 +64,13 @@ def softmax_denominator(
 ) -> tuple[Any, Any]:
     """``(safe_denom, lse)`` from the row sums ``denom`` (..., L, 1) of
     :func:`softmax_numerator`'s ``e``: safe_denom is 1 where the sum is 0 (empty rows),
-    lse (..., L) is row_max + log(denom), -inf on empty rows."""
+    lse (..., L) is row_max + log(denom), -inf on empty rows (NaN where the sum is NaN)."""
     if not maskable:
         lse = xp.log(denom) if row_max is None else row_max + xp.log(denom)
         return denom, lse[..., 0]
-    nonempty = denom > 0
+    # Empty means a sum of exactly 0; a NaN sum (the row attends a NaN score) stays NaN,
+    # in the weights and in the lse alike.
+    nonempty = denom != 0
     safe_denom = xp.where(nonempty, denom, 1.0)
     # The double where keeps the gradient of lse finite on empty rows (log 0 = -inf).
     log_denom = xp.log(safe_denom) if row_max is None else row_max + xp.log(safe_denom)
