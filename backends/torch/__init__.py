@@ -15,6 +15,7 @@ __all__ = [
     "check_rng",
     "concrete_float",
     "dropout_keep",
+    "foreign_mask",
     "from_numpy",
     "fused_attention",
     "fused_plan",
@@ -195,3 +196,20 @@ def recompute_block(fn: Any, *inputs: Any) -> Any:
 
         return checkpoint(fn, use_reentrant=False)
     return fn()
+
+
+def foreign_mask(obj: Any) -> Any:
+    """PyTorch's ``torch.nn.attention.bias.CausalBias`` (``causal_upper_left``,
+    ``causal_lower_right``) as ``(attnkit.masks.causal(alignment), (L, S))``; None for
+    any other object."""
+    try:
+        from torch.nn.attention.bias import CausalBias, CausalVariant
+    except ImportError:  # torch < 2.3
+        return None
+    if not isinstance(obj, CausalBias):
+        return None
+    from attnkit import masks
+
+    lower_right = obj.variant == CausalVariant.LOWER_RIGHT
+    causal = masks.causal("bottom_right" if lower_right else "top_left")
+    return causal, (obj.seq_len_q, obj.seq_len_kv)

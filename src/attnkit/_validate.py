@@ -28,7 +28,7 @@ from .errors import (
 from .masks import Geometry, Mask
 from .score_mods import as_score_mod
 
-__all__ = ["ALIGNMENTS", "IMPLS", "Problem", "prepare", "signature"]
+__all__ = ["ALIGNMENTS", "IMPLS", "Problem", "check_flag", "prepare", "signature"]
 
 IMPLS = ("auto", "generic", "reference")
 ALIGNMENTS = ("top_left", "bottom_right")
@@ -77,6 +77,27 @@ def _namespace(name: str, x: Any) -> Any:
     return aac.array_namespace(x)
 
 
+def _foreign_mask(query: Any, attn_mask: Any) -> tuple[Mask, tuple[int, int] | None]:
+    """A framework's own mask object (PyTorch's ``CausalBias``) as an attnkit Mask, through
+    the query's backend adapter (``foreign_mask``), with the (L, S) it was built for."""
+    converted = None
+    if aac.is_array_api_obj(query):
+        from . import backends
+
+        name = backends.name_or_none(aac.array_namespace(query))
+        convert = None if name is None else getattr(backends.load(name), "foreign_mask", None)
+        converted = None if convert is None else convert(attn_mask)
+    if converted is None and aac.is_array_api_obj(attn_mask):
+        return attn_mask, None  # an array of another type: the array checks judge it
+    if converted is None:
+        raise ArgumentTypeError(
+            f"attn_mask must be an array (bool: True = may attend; or float, added to the "
+            f"scores), an attnkit.masks mask or None, got {type(attn_mask).__name__}; convert it "
+            "first, e.g. numpy.asarray(attn_mask)."
+        )
+    return converted
+
+
 def _check_window(window: Any) -> Any:
     if window is None or isinstance(window, Mask):
         return window  # an attnkit.masks mask (e.g. sliding_window) is taken as it is
@@ -96,6 +117,16 @@ def _is_real(value: Any) -> bool:
     )
 
 
+def check_flag(name: str, value: Any) -> None:
+    """A boolean argument must be True or False: "no", 0 or None are refused, not taken by
+    truthiness."""
+    if type(value) is not bool:
+        raise ParameterError(
+            f"{name} must be True or False, got {value!r} ({type(value).__name__}); pass a "
+            f"bool (e.g. {name}=bool(...))."
+        )
+
+
 def _check_int(name: str, value: Any) -> int:
     if not _is_int(value):
         raise ParameterError(
@@ -106,7 +137,7 @@ def _check_int(name: str, value: Any) -> int:
 
 
 def _check_scalars(
-    dropout_p: Any, scale: Any, impl: Any, causal_alignment: Any, is_causal: Any
+    dropout_p: Any, scale: Any, impl: Any, causal_alignment: Any, is_causal: Any, enable_gqa: Any
 ) -> None:
     if impl not in IMPLS:
         raise ParameterError(f"impl must be one of {IMPLS}, got {impl!r}.")
@@ -116,13 +147,13 @@ def _check_scalars(
             f"'bottom_right' (FlashAttention: the last query sees the last key), "
             f"got {causal_alignment!r}."
         )
-    if not isinstance(is_causal, bool):
-        raise ParameterError(f"is_causal must be True or False, got {is_causal!r}.")
+    check_flag("is_causal", is_causal)
     if not _is_real(dropout_p) or not 0.0 <= dropout_p < 1.0:
         raise ParameterError(
             f"dropout_p must be a float in [0, 1), got {dropout_p!r}; use 0.0 to disable "
             "dropout (for example at evaluation time)."
         )
+    check_flag("enable_gqa", enable_gqa)
     if scale is not None and (not _is_real(scale) or not math.isfinite(scale)):
         raise ParameterError(
             f"scale must be None (1/sqrt(E)) or a finite real number, got {scale!r}."
@@ -171,10 +202,22 @@ def _check_arrays(query: Any, key: Any, value: Any, attn_mask: Any) -> tuple[Any
                 f"{name} must have rank >= 2 (..., length, features), got shape "
                 f"{tuple(x.shape)}; add a length axis, e.g. {name}[None, :]."
             )
+        if getattr(x, "is_nested", False) is True:
+            raise ArgumentTypeError(
+                f"{name} is a nested (jagged) tensor {describe(x)}; attnkit takes dense arrays: "
+                f"pad it (torch.nested.to_padded_tensor({name}, 0.0)) and mask the padding "
+                "with attn_mask=attnkit.masks.key_padding(lengths)."
+            )
         if (x is query or x.dtype != query.dtype) and not xp.isdtype(x.dtype, "real floating"):
             raise DTypeError(
                 f"{name} has dtype {x.dtype} ({describe(x)}); attention needs real floating "
                 f"arrays: cast it, e.g. {name}.astype(float32)."
+            )
+        if x is query and x.dtype not in _supported_dtypes(xp):
+            raise DTypeError(
+                f"{name} has dtype {x.dtype} ({describe(x)}); attnkit computes in float16, "
+                f"bfloat16, float32 or float64: cast it, e.g. {name}.astype(float64) (NumPy's "
+                "longdouble would otherwise be computed in a lower precision than it claims)."
             )
     for name, x in named[1:3]:
         if x.dtype != query.dtype:
@@ -204,6 +247,12 @@ def _check_arrays(query: Any, key: Any, value: Any, attn_mask: Any) -> tuple[Any
     return xp, device
 
 
+def _supported_dtypes(xp: Any) -> tuple[Any, ...]:
+    """float32 and float64, and the 16-bit floats the namespace has (computed in float32)."""
+    extra = tuple(getattr(xp, name) for name in ("float16", "bfloat16") if hasattr(xp, name))
+    return (xp.float32, xp.float64, *extra)
+
+
 def _check_shapes(
     query: Any, key: Any, value: Any, enable_gqa: bool
 ) -> tuple[int, tuple[int, ...]]:
@@ -222,17 +271,19 @@ def _check_shapes(
     groups = 1
     q_heads = query.shape[-3] if query.ndim >= 3 else 1
     kv_heads = key.shape[-3] if key.ndim >= 3 else 1
+    v_heads = value.shape[-3] if value.ndim >= 3 else 1
+    if enable_gqa and key.ndim >= 3 and v_heads != kv_heads:
+        raise ShapeError(
+            f"enable_gqa needs key and value to have the same heads on axis -3, got key "
+            f"Hkv={kv_heads} and value {v_heads} heads: {shapes}. attnkit groups query "
+            "heads over one key/value head count (PyTorch's math backend repeats key and "
+            "value heads separately, a documented difference); give value the key's heads."
+        )
     if enable_gqa and query.ndim >= 3 and key.ndim >= 3 and q_heads != kv_heads:
-        v_heads = value.shape[-3] if value.ndim >= 3 else 1
         if kv_heads == 0 or q_heads % kv_heads != 0:
             raise ShapeError(
                 f"enable_gqa needs query heads Hq divisible by key heads Hkv on axis -3, got "
                 f"Hq={q_heads} and Hkv={kv_heads}: {shapes}. Use Hkv among the divisors of Hq."
-            )
-        if v_heads != kv_heads:
-            raise ShapeError(
-                f"enable_gqa needs key and value to have the same heads on axis -3, got key "
-                f"Hkv={kv_heads} and value {v_heads}: {shapes}."
             )
         groups = q_heads // kv_heads
         batch = broadcast_shapes(query.shape[:-3], key.shape[:-3], value.shape[:-3])
@@ -247,8 +298,15 @@ def _check_shapes(
         hint = "Make the leading dims equal or 1"
         if query.ndim >= 3 and key.ndim >= 3 and q_heads != kv_heads and kv_heads != 1:
             hint = (
-                f"Query has Hq={q_heads} and key Hkv={kv_heads} heads on axis -3: set "
-                "enable_gqa=True for grouped-query attention, or make them equal"
+                f"attnkit expects (..., H, L, E): if axis -3 holds heads, query has Hq={q_heads} "
+                f"and key Hkv={kv_heads}: set enable_gqa=True for grouped-query attention, or "
+                "make them equal"
+            )
+        if query.ndim >= 4:
+            hint += (
+                ". Inputs in (B, L, H, E) layout (FlashAttention, jax.nn, projections before "
+                "the head transpose) must be transposed to (B, H, L, E) first: "
+                "x.transpose(1, 2) in PyTorch, jnp.swapaxes(x, 1, 2) or np.swapaxes(x, 1, 2)"
             )
         raise ShapeError(
             f"the leading dims (all axes before -2) do not broadcast: {shapes}. {hint}."
@@ -435,16 +493,28 @@ def _prepare(
     impl: Any,
     score_mod: Any,
 ) -> Problem:
-    _check_scalars(dropout_p, scale, impl, causal_alignment, is_causal)
+    _check_scalars(dropout_p, scale, impl, causal_alignment, is_causal, enable_gqa)
     window = _check_window(window)
     q_offset = _check_int("q_offset", q_offset)
     kv_offset = _check_int("kv_offset", kv_offset)
+    sizes = None
+    if not (attn_mask is None or isinstance(attn_mask, Mask) or type(attn_mask) is type(query)):
+        attn_mask, sizes = _foreign_mask(query, attn_mask)
     xp, device = _check_arrays(query, key, value, attn_mask)
-    groups, out_lead = _check_shapes(query, key, value, bool(enable_gqa))
+    groups, out_lead = _check_shapes(query, key, value, enable_gqa)
     L, E = query.shape[-2], query.shape[-1]
     S, Ev = key.shape[-2], value.shape[-1]
+    if sizes is not None and sizes != (L, S):
+        raise ShapeError(
+            f"attn_mask is a causal bias for (L, S) = {sizes} but the call has query length "
+            f"L = {L} and key length S = {S}; build it for these lengths."
+        )
     structure = _structure(is_causal, window, causal_alignment, attn_mask, out_lead, L, S)
+    geometry = Geometry(L, S, q_offset, kv_offset)
+    if isinstance(window, Mask):
+        window.check(xp, device, geometry, "window")
     if isinstance(attn_mask, Mask):
+        attn_mask.check(xp, device, geometry, "attn_mask")
         attn_mask = None
     if attn_mask is not None:
         _check_mask(attn_mask, out_lead, L, S)
@@ -480,7 +550,7 @@ def _prepare(
         Ev=Ev,
         scale=(1.0 / math.sqrt(E) if E > 0 else 1.0) if scale is None else float(scale),
         structure=structure,
-        geometry=Geometry(L, S, q_offset, kv_offset),
+        geometry=geometry,
         dropout_p=float(dropout_p),
         rng=rng if dropout_p > 0 else None,
         gqa_groups=groups,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ._validate import Problem, prepare, signature
+from ._validate import Problem, check_flag, prepare, signature
 from .dense import blocked_attention
+from .errors import ParameterError
 from .reference import reference_attention
 
 __all__ = [
@@ -142,6 +143,11 @@ def scaled_dot_product_attention(
         DeviceMismatchError, ParameterError (``ValueError``/``TypeError`` subclasses),
         before any work, naming the argument, its shape and the fix.
     """
+    if type(return_weights) is not bool or type(return_lse) is not bool:
+        check_flag("return_weights", return_weights)
+        check_flag("return_lse", return_lse)
+    if block_size is not None and (type(block_size) is not int or block_size < 1):
+        raise ParameterError(f"block_size must be a positive int or None, got {block_size!r}.")
     fast = impl == "auto" and not (return_weights or return_lse)
     sig = None
     if fast and attn_mask is None and window is None and score_mod is None and block_size is None:
@@ -150,7 +156,9 @@ def scaled_dot_product_attention(
                             causal_alignment, q_offset, kv_offset, impl)  # fmt: skip
             plan = _PLANS.get(sig) if sig is not None else None
             if plan is not None:  # a signature seen before: validated, the kernel chosen
-                return plan(query, key, value)
+                out = plan(query, key, value)
+                if out is not None:  # None: this call's values need the generic path
+                    return out
     problem = prepare(
         query,
         key,
@@ -169,12 +177,6 @@ def scaled_dot_product_attention(
         score_mod,
         sig,  # computed above for a plain call, else None
     )
-    if block_size is not None and (
-        not isinstance(block_size, int) or isinstance(block_size, bool) or block_size < 1
-    ):
-        from .errors import ParameterError
-
-        raise ParameterError(f"block_size must be a positive int or None, got {block_size!r}.")
     if fast:
         fused = _fused(problem)
         if fused is not None:

@@ -31,7 +31,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from .errors import ArgumentTypeError, ParameterError
+from .errors import (
+    ArgumentTypeError,
+    DeviceMismatchError,
+    DTypeError,
+    NamespaceMismatchError,
+    ParameterError,
+    ShapeError,
+)
 
 __all__ = [
     "Geometry",
@@ -154,10 +161,16 @@ class Mask:
         raise NotImplementedError
 
     def key_alive(self, xp: Any, device: Any, g: Geometry) -> Any:
-        """Bool (..., 1, S): False on key columns no query may ever attend (padding), whose
-        keys and values the executor zeroes so NaN stored there cannot leak; None if the
-        mask has no such columns to declare."""
+        """Bool (..., 1, S): False on key columns no query may ever attend (padding); None
+        if the mask has no such columns to declare."""
         return None
+
+    def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
+        """Raise an attnkit error, before any work, where this mask cannot describe a call
+        of geometry ``g`` on arrays of namespace ``xp`` and ``device`` (passed as the
+        argument ``name``): arrays of another library or device, shapes that do not fit
+        L or S, lengths beyond the keys, positions the mask does not define."""
+        _check_position_range(xp, device, g, name, self)
 
     def materialize(
         self, xp: Any, L: int, S: int, *, device: Any = None, q_offset: int = 0, kv_offset: int = 0
@@ -210,6 +223,61 @@ def _check_mask(other: Any) -> Mask:
     return other
 
 
+def _check_position_range(xp: Any, device: Any, g: Geometry, name: str, mask: Mask) -> None:
+    """Refuse absolute positions that the namespace's index dtype cannot hold (JAX without
+    64-bit mode indexes in int32): the mask would compare wrapped-around positions."""
+    largest = max(abs(g.q_offset) + g.L + abs(g.S - g.L), abs(g.kv_offset) + g.S)
+    if largest < 2**31:
+        return
+    dtype = xp.arange(1, device=device).dtype
+    if xp.iinfo(dtype).max >= largest:
+        return
+    raise ParameterError(
+        f"{name} {mask!r} compares absolute positions up to {largest} (q_offset={g.q_offset}, "
+        f"kv_offset={g.kv_offset}), beyond this array library's {dtype} indices; enable 64-bit "
+        "mode (jax.config.update('jax_enable_x64', True)) or pass smaller offsets."
+    )
+
+
+def _check_no_negative(g: Geometry, name: str, mask: Mask) -> None:
+    """Structures laid out from position 0 define no negative positions."""
+    if g.q_offset < 0 or g.kv_offset < 0:
+        raise ParameterError(
+            f"{name} {mask!r} is laid out from position 0 and defines no negative positions, "
+            f"got q_offset={g.q_offset} and kv_offset={g.kv_offset}; pass offsets >= 0 (the "
+            "absolute positions of the first query and key in the laid-out sequence)."
+        )
+
+
+def _check_array(xp: Any, device: Any, x: Any, what: str) -> None:
+    """``x`` (an array a mask carries) must share the inputs' library and device."""
+    import array_api_compat as aac
+
+    if aac.array_namespace(x) is not xp:
+        raise NamespaceMismatchError(
+            f"{what} is a {type(x).__module__}.{type(x).__name__} but the query comes from "
+            f"{getattr(xp, '__name__', xp)}; build the mask from arrays of the query's library "
+            "(convert it first, e.g. torch.as_tensor(array) or jax.numpy.asarray(array))."
+        )
+    other = aac.device(x)
+    if device is not None and other is not None and other != device:
+        raise DeviceMismatchError(
+            f"{what} is on device {other} but the query is on {device}; move it to the "
+            "query's device."
+        )
+
+
+def _array_or_raise(x: Any, what: str) -> Any:
+    import array_api_compat as aac
+
+    if not aac.is_array_api_obj(x):
+        raise ArgumentTypeError(
+            f"{what} must be an array (NumPy, PyTorch, JAX or any array-API array), got "
+            f"{type(x).__name__}; convert it first, e.g. numpy.asarray(...)."
+        )
+    return aac.array_namespace(x)
+
+
 def _broadcast_lead(*leads: tuple[int, ...]) -> tuple[int, ...]:
     from ._shapes import broadcast_shapes
 
@@ -258,6 +326,10 @@ class _Combined(Mask):
             if a is not None:
                 out = a if out is None else (out & a if self.op == "and" else out | a)
         return out
+
+    def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
+        for part in self.parts:
+            part.check(xp, device, g, name)
 
     def tile(self, t: Tile) -> Any:
         tiles = [p.tile(t) for p in self.parts]
@@ -313,13 +385,25 @@ class _Window(Mask):
         need_right = self.right is not None and k_max > q_min + self.right
         if not (need_left or need_right):
             return None
-        qpos, kpos = t.q_pos(self.alignment), t.k_pos  # (Bq, 1), (1, Sk)
+        # kpos - qpos = (k_index - q_index) + c with c a Python int: local indices stay
+        # small, so huge offsets never overflow a 32-bit index (JAX without x64)
+        c = g.kv_offset - (g.q_offset + _shift(g, self.alignment))
+        qi, kj = t.q_index, t.k_index  # (Bq, 1), (1, Sk) local indices
         out = None
-        if need_left:
-            out = kpos >= qpos - self.left
-        if need_right:
-            out = _and(out, kpos <= qpos + self.right)
+        if need_left:  # kpos >= qpos - left
+            out = kj >= qi + _clamp(-self.left - c)
+        if need_right:  # kpos <= qpos + right
+            out = _and(out, kj <= qi + _clamp(self.right - c))
         return out
+
+    def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
+        return None  # relative positions only: any offset works
+
+
+def _clamp(bound: int) -> int:
+    """A bound on a difference of local indices (each below 2**30) clamped to +-2**30: the
+    comparison's result is unchanged and q_index + bound fits a 32-bit index."""
+    return max(-(2**30), min(2**30, bound))
 
 
 def causal(alignment: str = "top_left") -> Mask:
@@ -380,14 +464,32 @@ class _GlobalTokens(Mask):
 def global_tokens(n: int) -> Mask:
     """The first ``n`` positions attend everywhere and are attended by every query
     (Longformer's global attention); combine with a window by ``|``."""
-    if not isinstance(n, int) or n < 0:
-        raise ParameterError(f"global_tokens needs a non-negative int count, got {n!r}.")
-    return _GlobalTokens(n)
+    if not _is_int(n) or n < 0:
+        raise ParameterError(f"global_tokens needs a non-negative int count n, got {n!r}.")
+    return _GlobalTokens(int(n))
 
 
 @dataclass(frozen=True)
 class _Documents(Mask):
     starts: tuple[int, ...]  # absolute start position of each document, increasing
+    total: int = 0  # the sum of the lengths: positions [0, total) are laid out
+
+    def __repr__(self) -> str:
+        ends = [*self.starts[1:], self.total]
+        return f"masks.documents({[b - a for a, b in zip(self.starts, ends, strict=True)]})"
+
+    def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
+        _check_no_negative(g, name, self)
+        super().check(xp, device, g, name)
+        q_end, k_end = g.q_offset + g.L, g.kv_offset + g.S
+        whole = g.q_offset == 0 and g.kv_offset == 0
+        if max(q_end, k_end) > self.total or (whole and self.total != max(g.L, g.S)):
+            raise ParameterError(
+                f"{name} {self!r}: the document lengths sum to {self.total} positions but the "
+                f"call covers queries [{g.q_offset}, {q_end}) and keys [{g.kv_offset}, "
+                f"{k_end}); the lengths must sum to the sequence length ({max(g.L, g.S)} "
+                "here), or cover q_offset + L and kv_offset + S when computed piece by piece."
+            )
 
     def _doc_bounds(self, pos: int) -> tuple[int, int]:
         index = (
@@ -417,13 +519,27 @@ class _Documents(Mask):
 def documents(lengths: Sequence[int]) -> Mask:
     """Packed variable-length sequences given by their (static) lengths: a query attends
     only keys of its own document. Combine with ``causal()`` for packed decoders."""
-    lengths = [int(n) for n in lengths]
+    lengths = _int_lengths(lengths, "documents")
     if not lengths or any(n <= 0 for n in lengths):
-        raise ParameterError(f"documents needs positive lengths, got {lengths!r}.")
+        raise ParameterError(
+            f"documents needs a non-empty sequence of positive int lengths, got {lengths!r}."
+        )
     starts = [0]
     for n in lengths[:-1]:
         starts.append(starts[-1] + n)
-    return _Documents(tuple(starts))
+    return _Documents(tuple(starts), sum(lengths))
+
+
+def _int_lengths(lengths: Any, what: str) -> list[int]:
+    """A sequence of Python ints (or an array's ``tolist()``), refusing fractions and bools."""
+    values = lengths.tolist() if hasattr(lengths, "tolist") else lengths
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise ArgumentTypeError(
+            f"{what} needs a sequence of int lengths, got {type(lengths).__name__} {lengths!r}."
+        )
+    if not all(_is_int(n) for n in values):
+        raise ParameterError(f"{what} lengths must be ints, got {list(values)!r}.")
+    return [int(n) for n in values]
 
 
 @dataclass(frozen=True, eq=False)
@@ -448,19 +564,46 @@ class _KeyPadding(Mask):
         t = Tile(xp, device, g, 0, 1, [(0, g.S)])
         return self.tile(t) if g.S else None  # (B, 1, 1, S)
 
+    def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
+        super().check(xp, device, g, name)
+        if isinstance(self.lengths, tuple):
+            if self.lengths and max(self.lengths) > g.kv_offset + g.S:
+                raise ParameterError(
+                    f"{name} {self!r} has lengths {list(self.lengths)} but the keys end at "
+                    f"position kv_offset + S = {g.kv_offset + g.S}; each length counts valid "
+                    "keys, at most the keys there are (clip them to kv_offset + S when "
+                    "attention is computed piece by piece)."
+                )
+            return
+        _check_array(xp, device, self.lengths, f"{name} (masks.key_padding lengths)")
+
+    def __repr__(self) -> str:
+        if isinstance(self.lengths, tuple):
+            return f"masks.key_padding({list(self.lengths)})"
+        return f"masks.key_padding(<array {tuple(self.lengths.shape)}>)"
+
 
 def key_padding(lengths: Any) -> Mask:
     """Batch b attends only key positions < lengths[b]. ``lengths``: Python ints (keys past
     the longest are never touched) or an integer array (B,) (traceable, no skipping).
     The mask carries leading dims (B, 1): it broadcasts over heads."""
-    if isinstance(lengths, Sequence):
-        lengths = tuple(int(n) for n in lengths)
-        if any(n < 0 for n in lengths):
-            raise ParameterError(f"key_padding lengths must be >= 0, got {lengths!r}.")
+    if isinstance(lengths, Sequence) and not isinstance(lengths, str):
+        lengths = tuple(_int_lengths(lengths, "key_padding"))
+        if not lengths or any(n < 0 for n in lengths):
+            raise ParameterError(
+                f"key_padding needs one length >= 0 per batch entry, got {list(lengths)!r}."
+            )
         return _KeyPadding(lengths, (len(lengths), 1))
-    if getattr(lengths, "ndim", None) != 1:
-        raise ParameterError(
-            f"key_padding needs lengths of shape (B,), got {getattr(lengths, 'shape', lengths)!r}."
+    xp = _array_or_raise(lengths, "key_padding lengths")
+    if lengths.ndim != 1:
+        raise ShapeError(
+            f"key_padding needs lengths of shape (B,), got shape {tuple(lengths.shape)}; pass "
+            "one length per batch entry."
+        )
+    if not xp.isdtype(lengths.dtype, "integral"):
+        raise DTypeError(
+            f"key_padding lengths must be integers, got dtype {lengths.dtype}; cast them, e.g. "
+            "lengths.astype(int32)."
         )
     return _KeyPadding(lengths, (lengths.shape[0], 1))
 
@@ -476,6 +619,20 @@ class _Segments(Mask):
         k = t.columns(self.kv_ids[..., None, :])  # (..., 1, Sk)
         return q == k
 
+    def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
+        for ids, n, axis in ((self.q_ids, g.L, "L"), (self.kv_ids, g.S, "S")):
+            what = f"{name} (masks.segments {'q_ids' if axis == 'L' else 'kv_ids'})"
+            _check_array(xp, device, ids, what)
+            if ids.shape[-1] != n:
+                raise ShapeError(
+                    f"{what} has {ids.shape[-1]} ids on its last axis but the call has "
+                    f"{axis} = {n} {'queries' if axis == 'L' else 'keys'}: ids "
+                    f"{tuple(ids.shape)}; pass one id per position (..., {axis})."
+                )
+
+    def __repr__(self) -> str:
+        return f"masks.segments(<ids {tuple(self.q_ids.shape)}>, <ids {tuple(self.kv_ids.shape)}>)"
+
 
 def segments(q_ids: Any, kv_ids: Any | None = None) -> Mask:
     """Query i attends key j only where q_ids[..., i] == kv_ids[..., j] (document ids of
@@ -483,6 +640,22 @@ def segments(q_ids: Any, kv_ids: Any | None = None) -> Mask:
     :func:`documents` with static lengths for that). The ids' leading dims are kept,
     with a head axis of 1 added: ids (B, L) give a mask (B, 1, L, S)."""
     kv_ids = q_ids if kv_ids is None else kv_ids
+    for what, ids in (("q_ids", q_ids), ("kv_ids", kv_ids)):
+        xp = _array_or_raise(ids, f"segments {what}")
+        if ids.ndim < 1:
+            raise ShapeError(f"segments {what} must have shape (..., length), got a scalar.")
+        if not (xp.isdtype(ids.dtype, "integral") or ids.dtype == xp.bool):
+            raise DTypeError(
+                f"segments {what} must be integer ids, got dtype {ids.dtype}; cast them, e.g. "
+                "ids.astype(int32)."
+            )
+    from ._shapes import broadcast_shapes
+
+    if broadcast_shapes(tuple(q_ids.shape[:-1]), tuple(kv_ids.shape[:-1])) is None:
+        raise ShapeError(
+            f"segments q_ids {tuple(q_ids.shape)} and kv_ids {tuple(kv_ids.shape)} have leading "
+            "dims that do not broadcast; give them the same batch dims (..., L) and (..., S)."
+        )
     lead = (*tuple(q_ids.shape[:-1]), 1) if q_ids.ndim > 1 else ()
     q = q_ids[..., None, :] if q_ids.ndim > 1 else q_ids  # (B, 1, L): a head axis
     k = kv_ids[..., None, :] if kv_ids.ndim > 1 else kv_ids
@@ -510,6 +683,14 @@ class _BlockSparse(Mask):
                     )
         return _merge(ranges)
 
+    def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
+        _check_no_negative(g, name, self)
+        super().check(xp, device, g, name)
+
+    def __repr__(self) -> str:
+        nq, nk = len(self.layout), len(self.layout[0])
+        return f"masks.block_sparse(<layout {nq} x {nk}>, block_size={self.block})"
+
     def tile(self, t: Tile) -> Any:
         xp = t.xp
         nq, nk = len(self.layout), len(self.layout[0])
@@ -531,9 +712,17 @@ def block_sparse(layout: Any, block_size: int | tuple[int, int]) -> Mask:
         raise ParameterError(
             "block_sparse needs a non-empty rectangular layout (query blocks x key blocks)."
         )
-    block = (block_size, block_size) if isinstance(block_size, int) else tuple(block_size)
-    if len(block) != 2 or any(not isinstance(b, int) or b <= 0 for b in block):
-        raise ParameterError(f"block_size must be a positive int or a pair, got {block_size!r}.")
+    block = (block_size, block_size) if _is_int(block_size) else block_size
+    if (
+        not isinstance(block, tuple | list)
+        or len(block) != 2
+        or any(not _is_int(b) or b <= 0 for b in block)
+    ):
+        raise ParameterError(
+            f"block_sparse block_size must be a positive int or a pair (Bq, Bk) of them, got "
+            f"{block_size!r}."
+        )
+    block = (int(block[0]), int(block[1]))
     return _BlockSparse(table, block)  # type: ignore[arg-type]
 
 
@@ -551,6 +740,16 @@ def bigbird(
     the first ``global_blocks`` blocks global both ways, and ``random_blocks`` random key
     blocks per query block drawn from ``random.Random(seed)`` (the same on every backend)."""
     S = L if S is None else S
+    for what, value, least in (
+        ("L", L, 1),
+        ("S", S, 1),
+        ("block_size", block_size, 1),
+        ("window_blocks", window_blocks, 1),
+        ("global_blocks", global_blocks, 0),
+        ("random_blocks", random_blocks, 0),
+    ):
+        if not _is_int(value) or value < least:
+            raise ParameterError(f"bigbird {what} must be an int >= {least}, got {value!r}.")
     nq, nk = -(-L // block_size), -(-S // block_size)
     rng = random.Random(seed)
     layout = [[False] * nk for _ in range(nq)]
@@ -575,9 +774,31 @@ class _Dense(Mask):
     def tile(self, t: Tile) -> Any:
         return t.columns(t.rows(self.array))
 
+    def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
+        what = f"{name} (masks.dense)"
+        _check_array(xp, device, self.array, what)
+        rows, cols = self.array.shape[-2:]
+        if rows not in (1, g.L) or cols not in (1, g.S):
+            raise ShapeError(
+                f"{what} has shape {tuple(self.array.shape)}, whose last two axes do not "
+                f"broadcast to (L, S) = {(g.L, g.S)}; each must equal the call's or be 1."
+            )
+
+    def __repr__(self) -> str:
+        return f"masks.dense(<bool {tuple(self.array.shape)}>)"
+
 
 def dense(array: Any) -> Mask:
-    """Any bool array (True = may attend) broadcastable to (..., L, S), as a Mask."""
+    """Any bool array (True = may attend) broadcastable to (..., L, S), as a Mask.
+
+    A float additive mask (0 / -inf) is not a Mask: pass it as ``attn_mask`` directly."""
+    xp = _array_or_raise(array, "masks.dense array")
+    if array.dtype != xp.bool:
+        raise DTypeError(
+            f"masks.dense takes a bool array (True = may attend), got dtype {array.dtype}; "
+            "pass a float additive mask (0 / -inf) directly as attn_mask, or a 0/1 mask as "
+            "masks.dense(array != 0)."
+        )
     if array.ndim < 2:
-        array = array[None, :] if array.ndim == 1 else array[None, None]
+        array = xp.reshape(array, (1,) * (2 - array.ndim) + tuple(array.shape))
     return _Dense(array, tuple(array.shape[:-2]))
