@@ -25,7 +25,7 @@ MATERIALIZING = (JAX_NN, JAX_NN_WINDOW, TEXTBOOK)
 
 def baselines(kind: str, *, flex: bool = False) -> tuple[str, ...]:
     """The baselines that apply to a case of ``kind``."""
-    if kind in ("dense", "decode"):
+    if kind in ("dense", "decode", "causal", "padded"):
         return (JAX_NN, TEXTBOOK)
     if kind == "window":
         return (JAX_NN_WINDOW,)
@@ -40,20 +40,40 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def build(
-    name: str, q: Any, k: Any, v: Any, *, window: tuple[int, int] | None, scale: float
+    name: str,
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    window: tuple[int, int] | None,
+    scale: float,
+    causal: bool = False,
+    mask: Any = None,
 ) -> Callable[[], Any]:
     """A zero-argument callable computing baseline ``name`` on ``q``, ``k``, ``v``."""
     import jax
 
     if name == TEXTBOOK and window is None:
-        # The whole (B, H, L, S) score matrix in memory.
-        f = jax.jit(lambda q, k, v: jax.nn.softmax((q @ k.swapaxes(-1, -2)) * scale, axis=-1) @ v)
+        allowed = mask
+        if causal:
+            band = jax.numpy.tril(jax.numpy.ones((q.shape[-2], k.shape[-2]), dtype=bool))
+            allowed = band if allowed is None else allowed & band
+
+        def textbook(q: Any, k: Any, v: Any) -> Any:  # the whole (B, H, L, S) scores
+            s = (q @ k.swapaxes(-1, -2)) * scale
+            if allowed is not None:
+                s = jax.numpy.where(allowed, s, -jax.numpy.inf)
+            return jax.nn.softmax(s, axis=-1) @ v
+
+        f = jax.jit(textbook)
         return lambda: f(q, k, v)
     if (name == JAX_NN and window is None) or (name == JAX_NN_WINDOW and window is not None):
         qt, kt, vt = (x.swapaxes(1, 2) for x in (q, k, v))  # (B, L|S, H, E)
 
         def attend(q: Any, k: Any, v: Any) -> Any:
-            out = jax.nn.dot_product_attention(q, k, v, scale=scale, local_window_size=window)
+            out = jax.nn.dot_product_attention(
+                q, k, v, mask=mask, scale=scale, is_causal=causal, local_window_size=window
+            )
             return out.swapaxes(1, 2)  # (B, H, L, E)
 
         f = jax.jit(attend)

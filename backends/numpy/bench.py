@@ -5,9 +5,11 @@ so the core never imports a framework:
 
 ``baselines(kind, *, flex)``   names of the baselines that apply to a case kind
                                (``"dense"``, ``"window"``, ``"decode"``).
-``build(name, q, k, v, *, window, scale)``
+``build(name, q, k, v, *, window, scale, causal, mask)``
                                a zero-argument callable computing that baseline on this
-                               backend's arrays ``q`` (B, H, L, E), ``k``/``v`` (B, H, S, E);
+                               backend's arrays ``q`` (B, H, L, E), ``k``/``v`` (B, H, S, E)
+                               (top-left causal where ``causal``; ``mask`` a bool array
+                               broadcastable to (B, H, L, S), True = may attend, or None);
                                its result is (B, H, L, E). Setup that is not the attention
                                itself (masks, compilation wrappers) happens here.
 ``jit(fn)``                    ``fn`` as this backend compiles it (identity where eager).
@@ -30,7 +32,7 @@ MATERIALIZING = (TEXTBOOK,)
 
 def baselines(kind: str, *, flex: bool = False) -> tuple[str, ...]:
     """The baselines that apply to a case of ``kind``: the textbook formula for full rows."""
-    return (TEXTBOOK,) if kind in ("dense", "decode") else ()
+    return (TEXTBOOK,) if kind in ("dense", "decode", "causal", "padded") else ()
 
 
 def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -39,7 +41,15 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def build(
-    name: str, q: Any, k: Any, v: Any, *, window: tuple[int, int] | None, scale: float
+    name: str,
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    window: tuple[int, int] | None,
+    scale: float,
+    causal: bool = False,
+    mask: Any = None,
 ) -> Callable[[], Any]:
     """A zero-argument callable computing baseline ``name`` on ``q``, ``k``, ``v``."""
     if name != TEXTBOOK:
@@ -48,9 +58,16 @@ def build(
         raise ValueError("the textbook formula is dense: it has no window")
     import numpy as np
 
+    allowed = mask
+    if causal:
+        band = np.tril(np.ones((q.shape[-2], k.shape[-2]), dtype=bool))  # (L, S)
+        allowed = band if allowed is None else allowed & band
+
     def textbook() -> Any:
         # softmax(Q K^T / sqrt(E)) V, the whole (B, H, L, S) score matrix in memory.
         s = (q @ np.swapaxes(k, -1, -2)) * scale  # (B, H, L, S)
+        if allowed is not None:
+            s = np.where(allowed, s, -np.inf)
         w = np.exp(s - s.max(axis=-1, keepdims=True))  # (B, H, L, S)
         w /= w.sum(axis=-1, keepdims=True)
         return w @ v  # (B, H, L, E)

@@ -37,7 +37,7 @@ MATERIALIZING = (TEXTBOOK,)
 
 def baselines(kind: str, *, flex: bool = False) -> tuple[str, ...]:
     """The baselines that apply to a case of ``kind``; FlexAttention only when ``flex``."""
-    if kind in ("dense", "decode"):
+    if kind in ("dense", "decode", "causal", "padded"):
         return (SDPA, TEXTBOOK)
     if kind == "window":
         return (SDPA_BAND, FLEX) if flex else (SDPA_BAND,)
@@ -58,17 +58,37 @@ def _band(L: int, S: int, window: tuple[int, int], device: Any) -> Any:
 
 
 def build(
-    name: str, q: Any, k: Any, v: Any, *, window: tuple[int, int] | None, scale: float
+    name: str,
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    window: tuple[int, int] | None,
+    scale: float,
+    causal: bool = False,
+    mask: Any = None,
 ) -> Callable[[], Any]:
     """A zero-argument callable computing baseline ``name`` on ``q``, ``k``, ``v``."""
     import torch
     import torch.nn.functional as F
 
     if name == SDPA and window is None:
-        return lambda: F.scaled_dot_product_attention(q, k, v, scale=scale)
+        return lambda: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=causal, scale=scale
+        )
     if name == TEXTBOOK and window is None:
-        # The whole (B, H, L, S) score matrix in memory.
-        return lambda: torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1) @ v
+        allowed = mask
+        if causal:
+            band = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()  # (L, S)
+            allowed = band if allowed is None else allowed & band
+
+        def textbook() -> Any:  # the whole (B, H, L, S) score matrix in memory
+            s = (q @ k.transpose(-2, -1)) * scale
+            if allowed is not None:
+                s = s.masked_fill(~allowed, -torch.inf)
+            return torch.softmax(s, dim=-1) @ v
+
+        return textbook
     if name == SDPA_BAND and window is not None:
         mask = _band(q.shape[-2], k.shape[-2], window, q.device)  # (L, S), built untimed
         return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)

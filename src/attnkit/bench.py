@@ -20,6 +20,13 @@ Cases (W is the window's total width, as PERFORMANCE.md's "window 256")::
              the band |i - j| <= W/2 as a dense bool mask for torch SDPA, as a block mask
              for FlexAttention, ``local_window_size=(W//2, W//2)`` for jax.nn
     decode   L = 1 (one decoding step) over S keys
+    causal   L = S, ``is_causal=True`` (for torch SDPA too)
+    padded   one decoding step over S keys of which the last S/8 are padding, as a bool
+             mask (B, 1, 1, S) given to every implementation (the masked steps of a
+             padded batch in ``generate()``)
+
+The causal and padded cases show what attnkit's guard against NaN at masked positions
+costs on a fused kernel's path (a finiteness check of the output).
     memory   dense at a large L, one eager call (no jit: under jax.jit every query block
              of the executor would be unrolled), for the peak resident memory
 
@@ -96,7 +103,8 @@ _RESULT_MARK = "attnkit-bench-result "
 
 @dataclass(frozen=True)
 class Case:
-    """What is computed: ``kind`` in dense, window, decode, memory; W the window width."""
+    """What is computed: ``kind`` in dense, window, decode, causal, padded, memory; W the
+    window width."""
 
     kind: str
     L: int
@@ -107,6 +115,21 @@ class Case:
     def window(self) -> tuple[int, int] | None:
         """attnkit's ``window`` argument: W//2 keys on each side of the query."""
         return None if self.W is None else (self.W // 2, self.W // 2)
+
+    @property
+    def causal(self) -> bool:
+        return self.kind == "causal"
+
+    def padding(self) -> Any:
+        """The padded case's NumPy bool mask (B, 1, 1, S): the last S/8 keys masked; None
+        for other kinds."""
+        if self.kind != "padded":
+            return None
+        import numpy as np
+
+        keep = np.ones((BATCH, 1, 1, self.S), dtype=bool)
+        keep[..., self.S - self.S // 8 :] = False
+        return keep
 
     def describe(self, backend: str = "") -> str:
         """``dense torch L=4096``, ``window 256 numpy L=8192``, ``decode jax L=1 S=1024``,
@@ -227,6 +250,8 @@ def _measure(job: Job) -> Measurement:
             )
     host = _inputs(case, job.seed)
     q, k, v = (adapter.from_numpy(a, "float32") for a in host)
+    keep = case.padding()
+    mask = None if keep is None else adapter.from_numpy(keep, "bool")
     base_rss = peak_rss_bytes()
     start = time.perf_counter()
     attend: Callable[..., Any] | None = None
@@ -234,7 +259,9 @@ def _measure(job: Job) -> Measurement:
         impl, window = job.impl.split()[-1], case.window
 
         def attend(q: Any, k: Any, v: Any) -> Any:
-            return scaled_dot_product_attention(q, k, v, window=window, impl=impl)
+            return scaled_dot_product_attention(
+                q, k, v, mask, window=window, is_causal=case.causal, impl=impl
+            )
 
         # One memory call runs eagerly: under jax.jit every query block would be unrolled.
         compiled = attend if tools is None or case.kind == "memory" else tools.jit(attend)
@@ -245,7 +272,10 @@ def _measure(job: Job) -> Measurement:
     else:
         if tools is None:
             raise ValueError(f"backend {job.backend} has no baseline {job.impl!r}")
-        call = tools.build(job.impl, q, k, v, window=case.window, scale=HEAD_DIM**-0.5)
+        call = tools.build(
+            job.impl, q, k, v, window=case.window, scale=HEAD_DIM**-0.5, causal=case.causal,
+            mask=mask,
+        )  # fmt: skip
     result = call()  # warm-up: jit compiles, allocator
     adapter.synchronize(result)
     first = time.perf_counter() - start
@@ -322,7 +352,9 @@ def _max_error(out: Any, host: list[Any], case: Case) -> float:
             q[..., lo:hi, :].astype("float64"),
             k64,
             v64,
+            case.padding(),
             window=case.window,
+            is_causal=case.causal,
             q_offset=lo,  # absolute position of the first checked row
             impl="reference",
         )  # (B, H, hi - lo, E)

@@ -101,6 +101,7 @@ def plan(s: Settings) -> list[Job]:
     cases = [Case("dense", L, L) for L in s.lengths]
     cases += [Case("window", L, L, s.window) for L in s.window_lengths]
     cases.append(s.sizes.decode())
+    cases += [s.sizes.causal(), s.sizes.padded()]
     if s.plan == "quick":
         cases.append(s.sizes.memory())
     jobs = []

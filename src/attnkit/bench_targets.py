@@ -55,6 +55,12 @@ class Sizes:
     def decode(self) -> Case:
         return Case("decode", 1, self.decode_S)
 
+    def causal(self) -> Case:
+        return Case("causal", self.dense_L, self.dense_L)
+
+    def padded(self) -> Case:
+        return Case("padded", 1, self.decode_S)
+
     def memory(self) -> Case:
         return Case("memory", self.memory_L, self.memory_L)
 
@@ -128,10 +134,19 @@ def checks(sizes: Sizes = TARGET_SIZES) -> list[Check]:
             Check(7, name, memory.describe(name), "auto peak RSS", "memory", (memory, AUTO),
                   bound=MEMORY_BOUND_BYTES, op="<")
         )  # fmt: skip
-    decode = sizes.decode()
+    decode, padded, causal = sizes.decode(), sizes.padded(), sizes.causal()
     out.append(
         Check(8, "torch", decode.describe("torch"), "auto / torch SDPA", "ratio",
               (decode, AUTO), (decode, "torch SDPA"), 1.3, min_rounds=PARITY_ROUNDS)
+    )  # fmt: skip
+    # the same bounds with masked pairs, where the fused path checks its output for NaN
+    out.append(
+        Check(1, "torch", causal.describe("torch"), "auto / torch SDPA", "ratio",
+              (causal, AUTO), (causal, "torch SDPA"), 1.05, min_rounds=PARITY_ROUNDS)
+    )  # fmt: skip
+    out.append(
+        Check(8, "torch", padded.describe("torch"), "auto / torch SDPA", "ratio",
+              (padded, AUTO), (padded, "torch SDPA"), 1.3, min_rounds=PARITY_ROUNDS)
     )  # fmt: skip
     return out
 
