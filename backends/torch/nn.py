@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 import attnkit as ak
-from attnkit._mha_validate import check_heads
-from attnkit.errors import ParameterError, ShapeError
+from attnkit._mha_validate import check_flag, check_heads
+from attnkit.errors import ArgumentTypeError, DTypeError, ParameterError, ShapeError
 
 from .nn_approx import LinformerAttention, NystromAttention, PerformerAttention
 
@@ -262,6 +262,25 @@ class MultiheadAttention(nn.Module):
         """As ``torch.nn.MultiheadAttention.forward``: inputs (L, B, D) or, with
         ``batch_first``, (B, L, D), or unbatched (L, D); returns ``(attn_output,
         attn_weights)`` with weights (B, L, S) averaged or (B, Hq, L, S), or None."""
+        for name, flag in (
+            ("need_weights", need_weights),
+            ("average_attn_weights", average_attn_weights),
+            ("is_causal", is_causal),
+        ):
+            check_flag(name, flag)
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if not isinstance(t, torch.Tensor):
+                raise ArgumentTypeError(
+                    f"{name} must be a torch.Tensor, got {type(t).__module__}.{type(t).__name__}."
+                )
+        for name, t, width, what in (
+            ("query", query, self.embed_dim, "embed_dim"),
+            ("key", key, self.kdim, "kdim"),
+            ("value", value, self.vdim, "vdim"),
+        ):
+            _check_width(name, t, width, what)
+        _check_torch_mask("key_padding_mask", key_padding_mask)
+        _check_torch_mask("attn_mask", attn_mask)
         unbatched = query.dim() == 2
         if unbatched:
             query, key, value = (
@@ -276,6 +295,14 @@ class MultiheadAttention(nn.Module):
             )
         q, k, v = self._batched(query), self._batched(key), self._batched(value)
         B, L, S = q.shape[0], q.shape[1], k.shape[1]
+        if key_padding_mask is not None and tuple(key_padding_mask.shape) != (B, S):
+            want = f"({S},) for unbatched inputs" if unbatched else f"(batch, S) = ({B}, {S})"
+            got = tuple(key_padding_mask.shape[1:] if unbatched else key_padding_mask.shape)
+            raise ShapeError(
+                f"key_padding_mask must be {want} (True = padding, ignored), got {got}; "
+                f"query {tuple(query.shape)}, key {tuple(key.shape)}"
+                f"{' (batch_first)' if self.batch_first else ' (L, batch, D)'}."
+            )
         kpm = _torch_mask(key_padding_mask)
         am = _torch_mask(attn_mask)
         if am is not None and am.dim() == 3:
@@ -347,8 +374,21 @@ class MultiheadAttention(nn.Module):
         (L, B, D)) over the cache and themselves, causally (and within the module's window);
         returns ``(output, weights, new_cache)``.
         ``key_padding_mask`` (B, T), True = padding, covers the cache's T slots."""
+        check_flag("need_weights", need_weights)
+        check_flag("average_attn_weights", average_attn_weights)
         if self.bias_k is not None or self.add_zero_attn:
             raise ParameterError("decode does not support add_bias_kv or add_zero_attn.")
+        if not isinstance(x, torch.Tensor):
+            raise ArgumentTypeError(
+                f"x must be a torch.Tensor, got {type(x).__module__}.{type(x).__name__}."
+            )
+        _check_width("x", x, self.embed_dim, "embed_dim")
+        if x.dim() != 3:
+            raise ShapeError(
+                f"x must be 3-D, {'(B, L, D)' if self.batch_first else '(L, B, D)'}, got "
+                f"{tuple(x.shape)}."
+            )
+        _check_torch_mask("key_padding_mask", key_padding_mask)
         q = self._batched(x)
         kpm = _torch_mask(key_padding_mask)
         out, weights, cache = self._attend(
@@ -360,6 +400,33 @@ class MultiheadAttention(nn.Module):
         return (
             f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
             f"num_kv_heads={self.num_kv_heads}, batch_first={self.batch_first}"
+        )
+
+
+def _check_width(name: str, x: torch.Tensor, width: int, what: str) -> None:
+    """``x``'s last axis must be the module's ``what`` (embed_dim, kdim or vdim)."""
+    if x.dim() < 1 or x.shape[-1] != width:
+        raise ShapeError(
+            f"{name} has {x.shape[-1] if x.dim() else 0} features on its last axis but the "
+            f"module has {what}={width}: {name} {tuple(x.shape)}; pass {name} with {width} "
+            f"features, or build the module with {what}={x.shape[-1] if x.dim() else 0}."
+        )
+
+
+def _check_torch_mask(name: str, mask: Any) -> None:
+    """PyTorch's convention: a bool mask (True = NOT allowed) or a float one (added)."""
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor):
+        raise ArgumentTypeError(
+            f"{name} must be None or a torch.Tensor, got {type(mask).__module__}."
+            f"{type(mask).__name__}; convert it first, e.g. torch.as_tensor({name})."
+        )
+    if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+        raise DTypeError(
+            f"{name} has dtype {mask.dtype} {tuple(mask.shape)}; expected bool (True = padding "
+            f"/ not allowed, as torch.nn.MultiheadAttention) or float (added to the scores): "
+            f"cast it, e.g. {name}.bool() for a 0/1 mask whose 1 marks what to ignore."
         )
 
 

@@ -11,16 +11,26 @@ from array_api_compat import array_namespace
 from array_api_compat import device as _device
 
 from . import masks as _masks
-from ._shapes import describe, type_name
+from ._shapes import broadcast_shapes, describe, type_name
 from .errors import (
     ArgumentTypeError,
+    DeviceMismatchError,
     DTypeError,
     NamespaceMismatchError,
     ParameterError,
     ShapeError,
 )
 
-__all__ = ["HeadShapes", "check_heads", "check_inputs", "combine_masks", "packed_split"]
+__all__ = [
+    "HeadShapes",
+    "check_call",
+    "check_flag",
+    "check_heads",
+    "check_inputs",
+    "check_masks",
+    "combine_masks",
+    "packed_split",
+]
 
 
 class HeadShapes(NamedTuple):
@@ -28,6 +38,44 @@ class HeadShapes(NamedTuple):
     num_kv_heads: int  # Hkv
     head_dim: int  # E
     value_head_dim: int  # Ev
+    batch: tuple[int, ...] = ()  # the broadcast leading dims ... of query and key
+
+
+def check_flag(name: str, value: Any) -> None:
+    """A boolean argument must be True or False: "yes", 0 or None are refused, not taken by
+    truthiness (as ``is_causal`` of the core)."""
+    if not isinstance(value, bool):
+        raise ParameterError(
+            f"{name} must be True or False, got {value!r} ({type(value).__name__}); pass a "
+            f"bool (e.g. {name}=bool(...))."
+        )
+
+
+def check_call(
+    query: Any, key: Any, value: Any, cache: Any, flags: dict[str, Any], positions: dict[str, Any]
+) -> None:
+    """The non-array arguments of :func:`attnkit.multi_head_attention`, before any work:
+    every flag a real bool, positions whole numbers, and a kv cache only for self-attention
+    (``key`` and ``value`` None, or ``query`` itself)."""
+    from .rope import check_positions
+
+    for name, flag in flags.items():
+        check_flag(name, flag)
+    for name, pos in positions.items():
+        if pos is not None:
+            check_positions(name, pos)
+    if cache is None:
+        return
+    for name, x in (("key", key), ("value", value)):
+        if x is not None and x is not query and not (name == "value" and x is key):
+            got = describe(x) if hasattr(x, "shape") else type_name(x)
+            raise ParameterError(
+                f"a kv cache holds self-attention keys and values (projected from query at "
+                f"each decoding step), but {name} {got} was given with cache= (cross-attention); "
+                "decode with key=None and value=None, or call without cache= for "
+                "cross-attention (an encoder's keys do not change between steps: project them "
+                "once and pass them as key and value)."
+            )
 
 
 def check_heads(num_heads: Any, num_kv_heads: Any) -> tuple[int, int]:
@@ -73,6 +121,18 @@ def _matrix(name: str, w: Any, rows: int | None, cols: int, why: str) -> int:
     return w.shape[0]
 
 
+def _width(name: str, x: Any, wname: str, w: Any, what: str) -> None:
+    """``x``'s last axis must be the in_features of ``params.<wname>``: blame ``x``."""
+    if w is None or not hasattr(w, "shape") or w.ndim != 2:
+        _matrix(wname, w, None, x.shape[-1], what)  # raises: not a 2-D weight
+    if x.shape[-1] != w.shape[1]:
+        raise ShapeError(
+            f"{name} has {x.shape[-1]} features on its last axis but params.{wname} "
+            f"{tuple(w.shape)} expects {what} {w.shape[1]}: {name} {describe(x)}; pass {name} "
+            f"of shape (..., length, {w.shape[1]}), or params made for {x.shape[-1]} features."
+        )
+
+
 def _vector(name: str, b: Any, n: int) -> None:
     if b is not None and (not hasattr(b, "shape") or tuple(b.shape) != (n,)):
         got = tuple(b.shape) if hasattr(b, "shape") else type_name(b)
@@ -89,8 +149,15 @@ def check_inputs(
     cache: Any,
     add_zero_attn: Any,
     rope: Any,
+    *,
+    key_name: str = "key",
+    value_name: str = "value",
 ) -> HeadShapes:
-    """Validate everything :func:`attnkit.multi_head_attention` receives."""
+    """Validate everything :func:`attnkit.multi_head_attention` receives.
+
+    ``key_name`` / ``value_name`` say which argument the keys and values came from (the
+    query in self-attention), so that a message names what the caller passed.
+    """
     from .kv_cache import KVCache
     from .multi_head import MultiHeadParams
     from .rope import Rope
@@ -114,6 +181,9 @@ def check_inputs(
         raise NamespaceMismatchError(
             f"query, key, value and params must come from one array library: {err}"
         ) from None
+    _width("query", query, "q_weight", params.q_weight, "d_model (query features)")
+    _width(key_name, key, "k_weight", params.k_weight, "kdim (key features)")
+    _width(value_name, value, "v_weight", params.v_weight, "vdim (value features)")
     rows = _matrix("q_weight", params.q_weight, None, query.shape[-1], "Hq * E, query features")
     if rows % hq:
         raise ShapeError(
@@ -142,8 +212,15 @@ def check_inputs(
         )
     if key.shape[-2] != value.shape[-2]:
         raise ShapeError(
-            f"key and value must have the same length S: key {describe(key)}, "
-            f"value {describe(value)}."
+            f"{key_name} and {value_name} must have the same length S: {key_name} "
+            f"{describe(key)}, {value_name} {describe(value)}."
+        )
+    batch = broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    if batch is None:
+        raise ShapeError(
+            f"the leading dims (all axes before -2) of query {describe(query)}, {key_name} "
+            f"{describe(key)} and {value_name} {describe(value)} do not broadcast; make them "
+            "equal or 1 (inputs are (..., length, features), heads are split inside)."
         )
     for name, a in (
         ("key", key),
@@ -172,12 +249,45 @@ def check_inputs(
                 "a kv cache cannot be combined with add_bias_kv or add_zero_attn (they append "
                 "keys at the end of every sequence); decode without them."
             )
-        if cache.key.shape[-3] != hkv or cache.key.shape[-1] != e or cache.value.shape[-1] != ev:
+        _check_cache(cache, query, hkv, e, ev)
+    return HeadShapes(hq, hkv, e, ev, batch)
+
+
+def _check_cache(cache: Any, query: Any, hkv: int, e: int, ev: int) -> None:
+    """The cache must hold query's library, dtype, device, batch dims and head sizes."""
+    for name, a in (("cache.key", cache.key), ("cache.value", cache.value)):
+        if not hasattr(a, "shape") or a.ndim < 3:
+            got = describe(a) if hasattr(a, "shape") else type_name(a)
             raise ShapeError(
-                f"cache.key {tuple(cache.key.shape)} and cache.value {tuple(cache.value.shape)} "
-                f"must be (..., Hkv={hkv}, T, E={e}) and (..., {hkv}, T, Ev={ev})."
+                f"{name} must be an array (..., Hkv, T, E) from attnkit.init_kv_cache, got {got}."
             )
-    return HeadShapes(hq, hkv, e, ev)
+        if type(a) is not type(query) and array_namespace(a) is not array_namespace(query):
+            raise NamespaceMismatchError(
+                f"{name} is a {type_name(a)} but query a {type_name(query)}; create the cache "
+                "with attnkit.init_kv_cache(..., like=) an array of query's library."
+            )
+        if a.dtype != query.dtype:
+            raise DTypeError(
+                f"{name} has dtype {a.dtype} but query has {query.dtype}; create the cache "
+                "with init_kv_cache(..., like=) an array of the model's dtype."
+            )
+        there, here = _device(a), _device(query)
+        if there is not None and here is not None and there != here:
+            raise DeviceMismatchError(
+                f"{name} is on device {there} but query is on {here}; create the cache on "
+                "query's device (init_kv_cache(..., like=) an array there)."
+            )
+    if cache.key.shape[-3] != hkv or cache.key.shape[-1] != e or cache.value.shape[-1] != ev:
+        raise ShapeError(
+            f"cache.key {tuple(cache.key.shape)} and cache.value {tuple(cache.value.shape)} "
+            f"must be (..., Hkv={hkv}, T, E={e}) and (..., {hkv}, T, Ev={ev})."
+        )
+    if tuple(cache.key.shape[:-3]) != tuple(query.shape[:-2]):
+        raise ShapeError(
+            f"cache.key {tuple(cache.key.shape)} has batch dims {tuple(cache.key.shape[:-3])} "
+            f"but query {describe(query)} has {tuple(query.shape[:-2])}; create the cache with "
+            f"init_kv_cache(batch_shape={tuple(query.shape[:-2])}, ...)."
+        )
 
 
 def _pad_last(xp: Any, m: Any, n: int) -> Any:
@@ -195,47 +305,105 @@ def _additive(xp: Any, m: Any, dtype: Any) -> Any:
     return xp.where(m, zero, xp.asarray(-xp.inf, dtype=dtype, device=_device(m)))
 
 
-def combine_masks(
-    xp: Any, attn_mask: Any, key_padding_mask: Any, n_extra: int, S: int, query: Any
-) -> Any:
-    """One mask for the core from ``attn_mask`` and ``key_padding_mask``.
+def _check_mask_array(
+    name: str, m: Any, query: Any, target: tuple[int, ...], legend: str, meaning: str
+) -> None:
+    """A dense mask argument: an array of query's library and device, bool or real floating,
+    whose shape broadcasts to ``target`` (``legend`` in the shape vocabulary) without
+    enlarging it; ``meaning`` says what its values mean."""
+    if not hasattr(m, "shape") or not hasattr(m, "dtype"):
+        raise ArgumentTypeError(
+            f"{name} must be None or an array ({meaning}), got {type_name(m)}; convert it "
+            f"first, e.g. numpy.asarray({name})."
+        )
+    if type(m) is not type(query) and array_namespace(m) is not array_namespace(query):
+        raise NamespaceMismatchError(
+            f"{name} is a {type_name(m)} but query a {type_name(query)}; convert {name} to "
+            "query's array type."
+        )
+    xp = array_namespace(m)
+    if not (m.dtype == xp.bool or xp.isdtype(m.dtype, "real floating")):
+        raise DTypeError(
+            f"{name} has dtype {m.dtype} ({describe(m)}); expected {meaning}: cast it, e.g. "
+            f"{name} != 0 for a 0/1 integer mask whose 1 marks a real key."
+        )
+    there, here = _device(m), _device(query)
+    if there is not None and here is not None and there != here:
+        raise DeviceMismatchError(
+            f"{name} is on device {there} but query is on {here}; move {name} to query's device."
+        )
+    if broadcast_shapes(tuple(m.shape), target) != target:
+        raise ShapeError(
+            f"{name} of shape {tuple(m.shape)} does not broadcast to {target}, {legend}: each "
+            f"axis must equal the target's or be 1 (query is {describe(query)})."
+        )
 
-    ``S`` counts the keys attended, including the ``n_extra`` appended ones (bias_k,
-    zero attention), which every query may attend.
-    """
+
+def check_masks(
+    attn_mask: Any, key_padding_mask: Any, n_extra: int, S: int, query: Any, shapes: HeadShapes
+) -> None:
+    """``attn_mask`` and ``key_padding_mask`` as the caller passed them (names, shapes),
+    before any work. ``S`` counts the keys attended (the cache's T slots with a cache),
+    including the ``n_extra`` appended ones (bias_k, zero attention)."""
     s0 = S - n_extra
-    kpm = key_padding_mask
+    kpm, m = key_padding_mask, attn_mask
     if kpm is not None:
-        if not hasattr(kpm, "shape") or kpm.ndim < 1 or kpm.shape[-1] != s0:
-            got = describe(kpm) if hasattr(kpm, "shape") else type_name(kpm)
+        _check_mask_array(
+            "key_padding_mask",
+            kpm,
+            query,
+            (*shapes.batch, s0),
+            f"(..., S) with S={s0} keys",
+            "bool, True = a real key that may be attended, or a float added to the scores",
+        )
+        if kpm.ndim < 1:
             raise ShapeError(
-                f"key_padding_mask must be (..., S) with S={s0} keys (True = a real key), "
-                f"got {got}."
+                f"key_padding_mask must be (..., S) with S={s0} keys, got a scalar "
+                f"{describe(kpm)}; give one entry per key."
             )
-        if n_extra:
-            kpm = _pad_last(xp, kpm, n_extra)
-        kpm = kpm[..., None, None, :]  # (..., 1, 1, S): broadcast over heads and queries
-    m = attn_mask
     if isinstance(m, _masks.Mask):
         if n_extra:
             raise ParameterError(
                 "a structured attnkit.masks mask cannot be combined with add_bias_kv or "
                 "add_zero_attn; pass a dense bool array instead."
             )
-        if kpm is None:
-            return m
-        if kpm.dtype != xp.bool:
+        if kpm is not None and kpm.dtype != array_namespace(kpm).bool:
             raise DTypeError(
-                "with a structured attn_mask, key_padding_mask must be bool (True = real key)."
+                f"with a structured attn_mask, key_padding_mask must be bool (True = real key), "
+                f"got {describe(kpm)}; pass key_padding_mask > -inf for a 0 / -inf float mask."
             )
-        return m & _masks.dense(kpm)
-    if m is not None:
-        if not hasattr(m, "shape"):
-            raise ArgumentTypeError(
-                f"attn_mask must be None, an array or an attnkit.masks mask, got {type_name(m)}."
-            )
-        if m.ndim >= 1 and m.shape[-1] == s0 and n_extra:
-            m = _pad_last(xp, m, n_extra)
+        return
+    if m is None:
+        return
+    if not hasattr(m, "shape") or not hasattr(m, "dtype"):
+        raise ArgumentTypeError(
+            f"attn_mask must be None, an array or an attnkit.masks mask, got {type_name(m)}."
+        )
+    last = s0 if m.ndim >= 1 and m.shape[-1] == s0 else S
+    _check_mask_array(
+        "attn_mask",
+        m,
+        query,
+        (*shapes.batch, shapes.num_heads, query.shape[-2], last),
+        "(..., Hq, L, S)",
+        "bool, True = may attend, or additive float",
+    )
+
+
+def combine_masks(xp: Any, attn_mask: Any, key_padding_mask: Any, n_extra: int, S: int) -> Any:
+    """One mask for the core from ``attn_mask`` and ``key_padding_mask`` (checked by
+    :func:`check_masks`); the ``n_extra`` appended keys may be attended by every query."""
+    s0 = S - n_extra
+    kpm = key_padding_mask
+    if kpm is not None:
+        if n_extra:
+            kpm = _pad_last(xp, kpm, n_extra)
+        kpm = kpm[..., None, None, :]  # (..., 1, 1, S): broadcast over heads and queries
+    m = attn_mask
+    if isinstance(m, _masks.Mask):
+        return m if kpm is None else m & _masks.dense(kpm)
+    if m is not None and m.ndim >= 1 and m.shape[-1] == s0 and n_extra:
+        m = _pad_last(xp, m, n_extra)
     if m is None or kpm is None:
         return kpm if m is None else m
     if m.dtype == xp.bool and kpm.dtype == xp.bool:

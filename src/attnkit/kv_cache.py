@@ -12,13 +12,21 @@ O(T) per step, the same order as attending over the cache.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, NamedTuple
 
-from array_api_compat import array_namespace
+from array_api_compat import array_namespace, is_array_api_obj
 from array_api_compat import device as _device
 
-from ._shapes import describe
-from .errors import DTypeError, ParameterError, ShapeError
+from ._shapes import describe, type_name
+from .errors import (
+    ArgumentTypeError,
+    DeviceMismatchError,
+    DTypeError,
+    NamespaceMismatchError,
+    ParameterError,
+    ShapeError,
+)
 
 __all__ = ["KVCache", "append_kv", "cache_mask", "init_kv_cache"]
 
@@ -50,23 +58,64 @@ def init_kv_cache(
     like: Any,
 ) -> KVCache:
     """An empty cache: zeros of ``(*batch_shape, num_kv_heads, max_length, head_dim)``
-    (values ``value_dim``, default ``head_dim``) in ``like``'s namespace, dtype and device."""
+    (values ``value_dim``, default ``head_dim``) in ``like``'s namespace, dtype and device.
+
+    ``like`` is any array of the model's library, real floating dtype and device (a
+    weight, an input); only those three are read from it.
+    """
+    value_dim = head_dim if value_dim is None else value_dim
     for name, v in (
         ("num_kv_heads", num_kv_heads),
         ("max_length", max_length),
         ("head_dim", head_dim),
+        ("value_dim", value_dim),
     ):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ParameterError(f"{name} must be a positive int, got {v!r}.")
-    value_dim = head_dim if value_dim is None else value_dim
+    if not isinstance(batch_shape, tuple | list) or not all(
+        isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 0 for n in batch_shape
+    ):
+        raise ParameterError(
+            f"batch_shape must be a tuple of non-negative ints (the leading dims ...), got "
+            f"{batch_shape!r}; e.g. (batch_size,), or () for no batch."
+        )
+    if not is_array_api_obj(like):
+        raise ArgumentTypeError(
+            f"like must be an array (NumPy, PyTorch, JAX or any array-API array) whose library, "
+            f"dtype and device the cache takes, got {type_name(like)}; pass e.g. a projection "
+            "weight or an input array, not a list or a dtype."
+        )
     xp = array_namespace(like)
-    lead = (*tuple(batch_shape), num_kv_heads, max_length)
+    if not xp.isdtype(like.dtype, "real floating"):
+        raise DTypeError(
+            f"like has dtype {like.dtype} ({describe(like)}); the cache takes like's dtype, "
+            "which must be real floating: pass an array of the model's dtype (e.g. a weight)."
+        )
+    lead = (*(int(n) for n in batch_shape), num_kv_heads, max_length)
     kw = {"dtype": like.dtype, "device": _device(like)}
     return KVCache(
         xp.zeros((*lead, head_dim), **kw),
         xp.zeros((*lead, value_dim), **kw),
         xp.asarray(0, dtype=xp.int32, device=_device(like)),
     )
+
+
+def _check_library(cache: KVCache, key: Any, value: Any) -> Any:
+    """The cache's namespace; ``key`` and ``value`` must be arrays of the same library."""
+    xp = array_namespace(cache.key, cache.value)
+    for name, new in (("key", key), ("value", value)):
+        if not is_array_api_obj(new):
+            raise ArgumentTypeError(
+                f"new {name} must be an array (..., Hkv, L, E) of the cache's library "
+                f"({type_name(cache.key)}), got {type_name(new)}."
+            )
+        if type(new) is not type(cache.key) and array_namespace(new) is not xp:
+            raise NamespaceMismatchError(
+                f"new {name} is a {type_name(new)} but the cache holds {type_name(cache.key)} "
+                f"arrays; append arrays of the cache's library (convert {name}), or create the "
+                f"cache with like= an array of {name}'s library."
+            )
+    return xp
 
 
 def _concrete(length: Any) -> int | None:
@@ -82,7 +131,9 @@ def append_kv(cache: KVCache, key: Any, value: Any) -> KVCache:
     ``length .. length + L - 1``; return the new cache (the old one is unchanged).
 
     Plain formula: ``cache.key[..., length:length + L, :] = key; length += L``.
-    Raises ``ShapeError`` if the shapes do not match the cache or (outside jit) the
+    Raises before any work: ``NamespaceMismatchError``, ``DTypeError`` or
+    ``DeviceMismatchError`` if ``key`` / ``value`` are not of the cache's library, dtype
+    and device, ``ShapeError`` if their shapes do not match the cache or (outside jit) the
     cache would overflow.
     """
     if not isinstance(cache, KVCache):
@@ -90,8 +141,14 @@ def append_kv(cache: KVCache, key: Any, value: Any) -> KVCache:
             f"cache must be an attnkit.KVCache (from attnkit.init_kv_cache), got "
             f"{type(cache).__name__}."
         )
-    xp = array_namespace(cache.key, key, value)
+    xp = _check_library(cache, key, value)
     for name, new, old in (("key", key, cache.key), ("value", value, cache.value)):
+        if new.ndim < 2:
+            raise ShapeError(
+                f"new {name} must be (..., Hkv, L, {old.shape[-1]}) like the cache, got "
+                f"{name} {describe(new)}; add the missing axes (cache.{name} is "
+                f"{tuple(old.shape)})."
+            )
         if new.shape[:-2] != old.shape[:-2] or new.shape[-1] != old.shape[-1]:
             raise ShapeError(
                 f"new {name} must be (..., Hkv, L, {old.shape[-1]}) with (..., Hkv) = "
@@ -101,7 +158,16 @@ def append_kv(cache: KVCache, key: Any, value: Any) -> KVCache:
         if new.dtype != old.dtype:
             raise DTypeError(
                 f"new {name} has dtype {new.dtype} but the cache holds {old.dtype}; "
-                "create the cache with like= an array of the model's dtype."
+                f"create the cache with like= an array of the model's dtype, or cast {name} "
+                f"to {old.dtype}."
+            )
+        new_device, old_device = _device(new), _device(old)
+        # JAX tracers (under jit) may report no device: nothing to compare there.
+        if new_device is not None and old_device is not None and new_device != old_device:
+            raise DeviceMismatchError(
+                f"new {name} is on device {new_device} but the cache is on {old_device}; "
+                f"move {name} to the cache's device, or create the cache with like= an array "
+                "on that device."
             )
     L, T = key.shape[-2], cache.max_length
     if value.shape[-2] != L:

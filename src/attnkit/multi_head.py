@@ -22,7 +22,7 @@ from array_api_compat import array_namespace
 from array_api_compat import device as _device
 
 from . import masks as _masks
-from ._mha_validate import check_inputs, combine_masks
+from ._mha_validate import check_call, check_inputs, check_masks, combine_masks
 from .attention import scaled_dot_product_attention
 from .kv_cache import KVCache, append_kv, cache_mask
 from .masks import window_sides
@@ -187,13 +187,36 @@ def multi_head_attention(
         o = softmax(q @ k.mT * scale + mask) @ v                # per head, (..., H, L, Ev)
         output = merge_heads(o) @ Wo.T + bo
     """
+    check_call(
+        query,
+        key,
+        value,
+        cache,
+        {"need_weights": need_weights, "average_weights": average_weights, "is_causal": is_causal},
+        {"positions": positions, "kv_positions": kv_positions},
+    )
     self_attention = key is None
+    key_name = "key" if key is not None else "query"  # messages name what the caller passed
+    value_name = "value" if value is not None else key_name
     key = query if key is None else key
     value = key if value is None else value
     shapes = check_inputs(
-        query, key, value, params, num_heads, num_kv_heads, cache, add_zero_attn, rope
+        query,
+        key,
+        value,
+        params,
+        num_heads,
+        num_kv_heads,
+        cache,
+        add_zero_attn,
+        rope,
+        key_name=key_name,
+        value_name=value_name,
     )
     Hq, Hkv = shapes.num_heads, shapes.num_kv_heads
+    n_extra = (params.bias_k is not None) + bool(add_zero_attn)
+    S = cache.max_length if cache is not None else key.shape[-2] + n_extra  # keys attended
+    check_masks(attn_mask, key_padding_mask, n_extra, S, query, shapes)
     xp = array_namespace(query, key, value)
     p = params
     q = _heads(xp, _linear(xp, query, p.q_weight, p.q_bias), Hq)  # (..., Hq, L, E)
@@ -206,14 +229,13 @@ def multi_head_attention(
     if rope is not None:
         q = apply_rope(q, positions, rope)
         k = apply_rope(k, kv_positions, rope)
-    n_extra = (p.bias_k is not None) + bool(add_zero_attn)
     k, v = _append_key(xp, k, v, p.bias_k, p.bias_v, add_zero_attn)  # S -> S + n_extra
     length = None
     if cache is not None:
         length = cache.length
         cache = append_kv(cache, k, v)
         k, v = cache.key, cache.value  # (..., Hkv, T, E), (..., Hkv, T, Ev)
-    mask = combine_masks(xp, attn_mask, key_padding_mask, n_extra, k.shape[-2], query)
+    mask = combine_masks(xp, attn_mask, key_padding_mask, n_extra, k.shape[-2])  # S keys
     core_causal, core_window = is_causal, window
     q_offset = positions if isinstance(positions, int) else 0
     kv_offset = kv_positions if isinstance(kv_positions, int) else 0

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._mha_validate import check_heads
+from ._mha_validate import check_flag, check_heads
 from .errors import ParameterError
 from .multi_head import MultiHeadParams
 
@@ -67,6 +67,8 @@ def init_multi_head_params(
     from attnkit import backends
 
     embed_dim = _positive("embed_dim", embed_dim)
+    check_flag("bias", bias)
+    check_flag("add_bias_kv", add_bias_kv)
     hq, hkv = check_heads(num_heads, num_kv_heads)
     kdim = embed_dim if kdim is None else _positive("kdim", kdim)
     vdim = embed_dim if vdim is None else _positive("vdim", vdim)

@@ -25,9 +25,10 @@ from array_api_compat import array_namespace
 from array_api_compat import device as _device
 
 from ._shapes import broadcast_shapes as _broadcast
-from .errors import ParameterError, ShapeError
+from ._shapes import describe
+from .errors import DTypeError, ParameterError, ShapeError
 
-__all__ = ["Rope", "apply_rope"]
+__all__ = ["Rope", "apply_rope", "check_positions"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,29 @@ def _dims(rope: Rope, x: Any) -> int:
     return R
 
 
+def check_positions(name: str, positions: Any) -> None:
+    """``positions`` must be a Python int offset or an integer array (absolute positions are
+    whole numbers): a float, a bool or a floating array is refused, naming ``name``."""
+    if isinstance(positions, int) and not isinstance(positions, bool):
+        return
+    if hasattr(positions, "dtype") and hasattr(positions, "shape"):
+        xp = array_namespace(positions)
+        if not xp.isdtype(positions.dtype, "integral"):
+            raise DTypeError(
+                f"{name} has dtype {positions.dtype} ({describe(positions)}); positions are "
+                f"whole numbers: pass an integer array (e.g. {name}.astype(int32)), or a "
+                "Python int offset."
+            )
+        return
+    if isinstance(positions, list | tuple):
+        return  # converted with xp.asarray; its dtype is checked then
+    raise ParameterError(
+        f"{name} must be a Python int offset (rows are offset, offset + 1, ...) or an integer "
+        f"array of positions, got {type(positions).__name__} {positions!r}; positions are whole "
+        f"numbers, pass int({name}) or an integer array."
+    )
+
+
 def apply_rope(x: Any, positions: Any = 0, rope: Rope | None = None) -> Any:
     """Rotate ``x`` (..., L, E) by its positions: RoPE.
 
@@ -96,6 +120,7 @@ def apply_rope(x: Any, positions: Any = 0, rope: Rope | None = None) -> Any:
     rope = Rope() if rope is None else rope
     if not isinstance(rope, Rope):
         raise ParameterError(f"rope must be an attnkit.Rope, got {type(rope).__name__}.")
+    check_positions("positions", positions)
     xp = array_namespace(x)
     if x.ndim < 2:
         raise ShapeError(
@@ -116,6 +141,7 @@ def apply_rope(x: Any, positions: Any = 0, rope: Rope | None = None) -> Any:
         pos = xp.arange(L, dtype=cdt, device=device) + positions  # (L,)
     else:
         pos = xp.asarray(positions, device=device)
+        check_positions("positions", pos)  # a list of floats becomes a floating array
         if pos.ndim == 0:
             pos = xp.arange(L, dtype=cdt, device=device) + xp.astype(pos, cdt)  # (L,)
         elif pos.shape[-1] not in (1, L) or _broadcast(pos.shape, x.shape[:-1]) is None:

@@ -11,11 +11,39 @@ broadcast together. The callable must be elementwise (it sees tiles, not whole r
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ScoreMod", "alibi", "alibi_slopes", "as_score_mod", "softcap"]
+import array_api_compat
+
+from ._shapes import broadcast_shapes, describe
+from .errors import (
+    ArgumentTypeError,
+    DTypeError,
+    NamespaceMismatchError,
+    ParameterError,
+    ShapeError,
+)
+
+__all__ = [
+    "ScoreMod",
+    "alibi",
+    "alibi_slopes",
+    "as_score_mod",
+    "check_score_mod",
+    "softcap",
+]
+
+
+def _check_num_heads(num_heads: Any, where: str) -> int:
+    if isinstance(num_heads, bool) or not isinstance(num_heads, numbers.Integral) or num_heads < 1:
+        raise ParameterError(
+            f"{where} needs num_heads a positive int (the attention's query heads Hq), got "
+            f"{num_heads!r} ({type(num_heads).__name__}); pass the head count, e.g. alibi(8)."
+        )
+    return int(num_heads)
 
 
 def alibi_slopes(num_heads: int) -> list[float]:
@@ -27,8 +55,7 @@ def alibi_slopes(num_heads: int) -> list[float]:
         start = 2.0 ** (-8.0 / n)
         return [start ** (h + 1) for h in range(n)]
 
-    if num_heads <= 0:
-        raise ValueError(f"alibi needs a positive number of heads, got {num_heads}.")
+    num_heads = _check_num_heads(num_heads, "alibi_slopes")
     if math.log2(num_heads).is_integer():
         return power_of_two(num_heads)
     closest = 2 ** math.floor(math.log2(num_heads))
@@ -37,23 +64,31 @@ def alibi_slopes(num_heads: int) -> list[float]:
 
 @dataclass(frozen=True)
 class ScoreMod:
-    """A named score modifier: ``fn(scores, q_idx, kv_idx, head, xp) -> scores``."""
+    """A named score modifier: ``fn(scores, q_idx, kv_idx, head, xp) -> scores``.
+
+    ``num_heads`` is the query head count Hq the modifier was built for (ALiBi has one
+    slope per head), or None when it works with any number of heads (soft-capping);
+    :func:`check_score_mod` compares it with the attention's Hq.
+    """
 
     name: str
     fn: Callable[..., Any]
+    num_heads: int | None = None
 
     def __call__(self, scores: Any, q_idx: Any, kv_idx: Any, head: Any) -> Any:
-        import array_api_compat
-
         return self.fn(scores, q_idx, kv_idx, head, array_api_compat.array_namespace(scores))
 
 
 def alibi(num_heads: int, slopes: list[float] | None = None) -> ScoreMod:
     """ALiBi: ``scores + m_head * (kv_idx - q_idx)`` (a linear penalty on distance to the
-    past; pair it with ``is_causal=True`` as the paper does)."""
-    slopes = alibi_slopes(num_heads) if slopes is None else [float(m) for m in slopes]
-    if len(slopes) != num_heads:
-        raise ValueError(f"alibi got {len(slopes)} slopes for {num_heads} heads.")
+    past; pair it with ``is_causal=True`` as the paper does).
+
+    ``num_heads`` must be the query heads Hq of the attention it is used with (one slope
+    per head); ``slopes``, if given, ``num_heads`` finite reals (default
+    :func:`alibi_slopes`).
+    """
+    num_heads = _check_num_heads(num_heads, "alibi")
+    slopes = alibi_slopes(num_heads) if slopes is None else _check_slopes(slopes, num_heads)
 
     def fn(scores: Any, q_idx: Any, kv_idx: Any, head: Any, xp: Any) -> Any:
         m = xp.asarray(slopes, dtype=scores.dtype, device=_device(scores))
@@ -61,18 +96,42 @@ def alibi(num_heads: int, slopes: list[float] | None = None) -> ScoreMod:
         m = xp.reshape(m, head.shape)  # (H, 1, 1) (or the GQA layout)
         return scores + m * xp.astype(kv_idx - q_idx, scores.dtype)
 
-    return ScoreMod(f"alibi({num_heads})", fn)
+    return ScoreMod(f"alibi({num_heads})", fn, num_heads)
+
+
+def _check_slopes(slopes: Any, num_heads: int) -> list[float]:
+    try:
+        values = list(slopes)
+    except TypeError:
+        values = None
+    if values is None or not all(
+        isinstance(m, numbers.Real) and not isinstance(m, bool) and math.isfinite(m) for m in values
+    ):
+        raise ParameterError(
+            f"alibi slopes must be a sequence of {num_heads} finite real numbers (one per head), "
+            f"got {slopes!r}; omit slopes for the standard ones (alibi_slopes({num_heads}))."
+        )
+    if len(values) != num_heads:
+        raise ParameterError(
+            f"alibi got {len(values)} slopes for num_heads={num_heads}; give one slope per "
+            f"head ({num_heads} values) or omit slopes for the standard ones."
+        )
+    return [float(m) for m in values]
 
 
 def softcap(cap: float) -> ScoreMod:
     """Soft-capping (Gemma 2, Grok): ``cap * tanh(scores / cap)``, scores stay in (-cap, cap)."""
     if not (
-        isinstance(cap, int | float)
+        isinstance(cap, numbers.Real)
         and not isinstance(cap, bool)
-        and cap > 0
         and math.isfinite(cap)
+        and cap > 0
     ):
-        raise ValueError(f"softcap needs a positive finite cap, got {cap!r}.")
+        raise ParameterError(
+            f"softcap needs cap a positive finite real number, got {cap!r} "
+            f"({type(cap).__name__}); Gemma 2 uses softcap(50.0) for attention logits."
+        )
+    cap = float(cap)
 
     def fn(scores: Any, q_idx: Any, kv_idx: Any, head: Any, xp: Any) -> Any:
         return cap * xp.tanh(scores / cap)
@@ -81,8 +140,6 @@ def softcap(cap: float) -> ScoreMod:
 
 
 def _device(x: Any) -> Any:
-    import array_api_compat
-
     return array_api_compat.device(x)
 
 
@@ -90,18 +147,40 @@ def as_score_mod(score_mod: Any) -> Callable[..., Any] | None:
     """Validate ``score_mod=``: None, a ScoreMod, or a callable of four arrays."""
     if score_mod is None or callable(score_mod):
         return score_mod
-    from .errors import ParameterError
-
     raise ParameterError(
         f"score_mod must be None or a callable f(scores, q_idx, kv_idx, head) -> scores, got "
         f"{type(score_mod).__name__}; see attnkit.score_mods.alibi and softcap."
     )
 
 
+def check_score_mod(score_mod: Any, num_heads: int) -> Callable[..., Any] | None:
+    """Validate ``score_mod=`` for an attention with ``num_heads`` query heads Hq.
+
+    As :func:`as_score_mod`, and a :class:`ScoreMod` built for a head count (ALiBi) must
+    have been built for Hq: ``alibi(3)`` on 4 heads has no slope for the fourth head.
+    Raises ``ParameterError`` before any work; returns ``score_mod``.
+    """
+    score_mod = as_score_mod(score_mod)
+    if isinstance(score_mod, ScoreMod) and score_mod.num_heads is not None:
+        if score_mod.num_heads != num_heads:
+            raise ParameterError(
+                f"score_mod {score_mod.name} was built for num_heads={score_mod.num_heads} but "
+                f"the attention has Hq={num_heads} query heads; build it for the query's heads, "
+                f"e.g. score_mod=attnkit.score_mods.alibi({num_heads})."
+            )
+    return score_mod
+
+
 def apply_score_mod(
     score_mod: Callable[..., Any], xp: Any, scores: Any, tile: Any, num_heads: int, groups: int
 ) -> Any:
-    """Call ``score_mod`` on one tile's scores with positions and head indices."""
+    """Call ``score_mod`` on one tile's scores with positions and head indices.
+
+    The result must be an array of the scores' library and a real floating dtype whose
+    shape is the scores' shape (or broadcasts to exactly it); anything else raises here,
+    naming ``score_mod``, instead of failing later inside a matmul.
+    """
+    check_score_mod(score_mod, num_heads)
     head = xp.arange(num_heads, device=tile.device)
     if scores.ndim < 3:  # (L, E) inputs: no head axis
         shape: tuple[int, ...] = (1, 1)
@@ -110,4 +189,39 @@ def apply_score_mod(
     else:
         shape = (num_heads, 1, 1)
     head = xp.reshape(head, shape)
-    return score_mod(scores, tile.q_pos(), tile.k_pos, head)
+    out = score_mod(scores, tile.q_pos(), tile.k_pos, head)
+    return _check_result(score_mod, xp, scores, out)
+
+
+def _check_result(score_mod: Any, xp: Any, scores: Any, out: Any) -> Any:
+    """``out`` as scores: an array of ``scores``' library, real floating, of its shape."""
+    name = getattr(score_mod, "name", getattr(score_mod, "__name__", type(score_mod).__name__))
+    if not array_api_compat.is_array_api_obj(out):
+        raise ArgumentTypeError(
+            f"score_mod {name} returned {type(out).__module__}.{type(out).__qualname__}, not an "
+            f"array; it must return the modified scores, an array of the scores' shape "
+            f"{tuple(scores.shape)} (e.g. return scores + bias, not a Python number)."
+        )
+    if type(out) is not type(scores) and array_api_compat.array_namespace(out) is not xp:
+        raise NamespaceMismatchError(
+            f"score_mod {name} returned a {type(out).__module__}.{type(out).__qualname__} but "
+            f"the scores are {type(scores).__module__}.{type(scores).__qualname__}; build "
+            "every array inside score_mod with the scores' namespace (array_namespace(scores))."
+        )
+    if not xp.isdtype(out.dtype, "real floating"):
+        raise DTypeError(
+            f"score_mod {name} returned {describe(out)}, but scores are {describe(scores)}; "
+            "return real floating scores (a bool keep/drop decision belongs in attn_mask)."
+        )
+    expected = tuple(scores.shape)
+    got = tuple(out.shape)
+    if got != expected:
+        if broadcast_shapes(got, expected) != expected:
+            raise ShapeError(
+                f"score_mod {name} returned shape {got} but the scores it was given have shape "
+                f"{expected}; return an array of the scores' shape (score_mod must be "
+                "elementwise: combine scores, q_idx, kv_idx and head by broadcasting, never "
+                "reduce or reshape them)."
+            )
+        out = xp.broadcast_to(out, expected)
+    return out
