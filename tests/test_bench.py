@@ -95,7 +95,7 @@ def test_measure_checks_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
     assert good.error is None and good.seconds and good.seconds > 0
     assert good.max_error is not None and good.max_error < 1e-5
 
-    def wrong(name, q, k, v, *, window, scale):  # returns the keys: fast, but not attention
+    def wrong(name, q, k, v, **options):  # returns the keys: fast, but not attention
         return lambda: k
 
     monkeypatch.setattr(tools, "build", wrong)
@@ -269,6 +269,10 @@ def test_parity_targets_run_more_rounds(
         ("dense", "torch SDPA"),
         ("decode", ATTNKIT_IMPLS[0]),
         ("decode", "torch SDPA"),
+        ("causal", ATTNKIT_IMPLS[0]),
+        ("causal", "torch SDPA"),
+        ("padded", ATTNKIT_IMPLS[0]),
+        ("padded", "torch SDPA"),
     }, parity
     assert all(j.backend == "torch" for j in jobs if j.min_rounds)
     small = [

@@ -26,7 +26,7 @@ from .errors import (
     ShapeError,
 )
 from .masks import Geometry, Mask
-from .score_mods import as_score_mod
+from .score_mods import check_score_mod
 
 __all__ = ["ALIGNMENTS", "IMPLS", "Problem", "check_flag", "prepare", "signature"]
 
@@ -247,6 +247,13 @@ def _check_arrays(query: Any, key: Any, value: Any, attn_mask: Any) -> tuple[Any
     return xp, device
 
 
+_LAYOUT_HINT = (
+    ". attnkit expects (..., H, L, E): inputs in (B, L, H, E) layout (FlashAttention, "
+    "jax.nn, projections before the head transpose) must be transposed to (B, H, L, E) "
+    "first: x.transpose(1, 2) in PyTorch, jnp.swapaxes(x, 1, 2) or np.swapaxes(x, 1, 2)"
+)
+
+
 def _supported_dtypes(xp: Any) -> tuple[Any, ...]:
     """float32 and float64, and the 16-bit floats the namespace has (computed in float32)."""
     extra = tuple(getattr(xp, name) for name in ("float16", "bfloat16") if hasattr(xp, name))
@@ -283,7 +290,8 @@ def _check_shapes(
         if kv_heads == 0 or q_heads % kv_heads != 0:
             raise ShapeError(
                 f"enable_gqa needs query heads Hq divisible by key heads Hkv on axis -3, got "
-                f"Hq={q_heads} and Hkv={kv_heads}: {shapes}. Use Hkv among the divisors of Hq."
+                f"Hq={q_heads} and Hkv={kv_heads}: {shapes}. Use Hkv among the divisors of Hq"
+                f"{_LAYOUT_HINT if query.ndim >= 4 else ''}."
             )
         groups = q_heads // kv_heads
         batch = broadcast_shapes(query.shape[:-3], key.shape[:-3], value.shape[:-3])
@@ -303,11 +311,7 @@ def _check_shapes(
                 "make them equal"
             )
         if query.ndim >= 4:
-            hint += (
-                ". Inputs in (B, L, H, E) layout (FlashAttention, jax.nn, projections before "
-                "the head transpose) must be transposed to (B, H, L, E) first: "
-                "x.transpose(1, 2) in PyTorch, jnp.swapaxes(x, 1, 2) or np.swapaxes(x, 1, 2)"
-            )
+            hint += _LAYOUT_HINT
         raise ShapeError(
             f"the leading dims (all axes before -2) do not broadcast: {shapes}. {hint}."
         )
@@ -516,6 +520,8 @@ def _prepare(
     if isinstance(attn_mask, Mask):
         attn_mask.check(xp, device, geometry, "attn_mask")
         attn_mask = None
+    if score_mod is not None:  # it is given absolute positions (q_idx, kv_idx)
+        masks.check_position_range(xp, device, geometry, "score_mod", score_mod)
     if attn_mask is not None:
         _check_mask(attn_mask, out_lead, L, S)
         if attn_mask.ndim < 2:  # (S,) or a scalar: give it the (L|1, S|1) axes the executors slice
@@ -534,6 +540,7 @@ def _prepare(
         query, key, value, attn_mask = _reshape_for_gqa(xp, query, key, value, attn_mask, groups)
     dtype = query.dtype
     compute_dtype = dtype if dtype in (xp.float32, xp.float64) else xp.float32
+    num_heads = out_lead[-1] if out_lead and query.ndim >= 3 else 1
     return Problem(
         xp=xp,
         device=device,
@@ -554,6 +561,6 @@ def _prepare(
         dropout_p=float(dropout_p),
         rng=rng if dropout_p > 0 else None,
         gqa_groups=groups,
-        score_mod=as_score_mod(score_mod),
-        num_heads=out_lead[-1] if out_lead and query.ndim >= 3 else 1,
+        score_mod=check_score_mod(score_mod, num_heads),
+        num_heads=num_heads,
     )

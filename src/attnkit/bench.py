@@ -121,15 +121,12 @@ class Case:
         return self.kind == "causal"
 
     def padding(self) -> Any:
-        """The padded case's NumPy bool mask (B, 1, 1, S): the last S/8 keys masked; None
-        for other kinds."""
+        """The padded case's bool mask (B, 1, 1, S) as nested lists: the last S/8 keys
+        masked; None for other kinds."""
         if self.kind != "padded":
             return None
-        import numpy as np
-
-        keep = np.ones((BATCH, 1, 1, self.S), dtype=bool)
-        keep[..., self.S - self.S // 8 :] = False
-        return keep
+        row = [j < self.S - self.S // 8 for j in range(self.S)]
+        return [[[row]] for _ in range(BATCH)]
 
     def describe(self, backend: str = "") -> str:
         """``dense torch L=4096``, ``window 256 numpy L=8192``, ``decode jax L=1 S=1024``,
@@ -346,13 +343,14 @@ def _max_error(out: Any, host: list[Any], case: Case) -> float:
     """max |out - float64 plain formula| over the checked rows (NumPy arrays in)."""
     q, k, v = host
     k64, v64 = k.astype("float64"), v.astype("float64")
+    keep = case.padding()
     worst = 0.0
     for lo, hi in _check_rows(case.L):
         ref = scaled_dot_product_attention(
             q[..., lo:hi, :].astype("float64"),
             k64,
             v64,
-            case.padding(),
+            None if keep is None else backends.load("numpy").from_numpy(keep, "bool"),
             window=case.window,
             is_causal=case.causal,
             q_offset=lo,  # absolute position of the first checked row

@@ -47,6 +47,7 @@ __all__ = [
     "bigbird",
     "block_sparse",
     "causal",
+    "check_position_range",
     "clip_ranges",
     "dense",
     "documents",
@@ -170,7 +171,7 @@ class Mask:
         of geometry ``g`` on arrays of namespace ``xp`` and ``device`` (passed as the
         argument ``name``): arrays of another library or device, shapes that do not fit
         L or S, lengths beyond the keys, positions the mask does not define."""
-        _check_position_range(xp, device, g, name, self)
+        check_position_range(xp, device, g, name, self)
 
     def materialize(
         self, xp: Any, L: int, S: int, *, device: Any = None, q_offset: int = 0, kv_offset: int = 0
@@ -223,7 +224,7 @@ def _check_mask(other: Any) -> Mask:
     return other
 
 
-def _check_position_range(xp: Any, device: Any, g: Geometry, name: str, mask: Mask) -> None:
+def check_position_range(xp: Any, device: Any, g: Geometry, name: str, mask: Any) -> None:
     """Refuse absolute positions that the namespace's index dtype cannot hold (JAX without
     64-bit mode indexes in int32): the mask would compare wrapped-around positions."""
     largest = max(abs(g.q_offset) + g.L + abs(g.S - g.L), abs(g.kv_offset) + g.S)
@@ -233,7 +234,7 @@ def _check_position_range(xp: Any, device: Any, g: Geometry, name: str, mask: Ma
     if xp.iinfo(dtype).max >= largest:
         return
     raise ParameterError(
-        f"{name} {mask!r} compares absolute positions up to {largest} (q_offset={g.q_offset}, "
+        f"{name} {mask!r} sees absolute positions up to {largest} (q_offset={g.q_offset}, "
         f"kv_offset={g.kv_offset}), beyond this array library's {dtype} indices; enable 64-bit "
         "mode (jax.config.update('jax_enable_x64', True)) or pass smaller offsets."
     )
