@@ -98,8 +98,8 @@ def for_rng(rng: Any) -> ModuleType:
     """The adapter whose generator type ``rng`` is: a NumPy ``Generator`` (the NumPy
     adapter; array-api-strict takes the same generator), a ``torch.Generator`` or a JAX key.
     Raises ``attnkit.ArgumentTypeError`` for anything else."""
-    from attnkit._shapes import type_name
     from attnkit.errors import ArgumentTypeError
+    from attnkit.shapes import type_name
 
     root = type(rng).__module__.split(".")[0]
     name = {"numpy": "numpy", "torch": "torch", "jax": "jax", "jaxlib": "jax"}.get(root)

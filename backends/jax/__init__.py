@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from attnkit._shapes import type_name as _kind
 from attnkit.errors import ArgumentTypeError
+from attnkit.shapes import type_name as _kind
 
 __all__ = [
     "NAME",

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnkit._shapes import type_name
 from attnkit.errors import ArgumentTypeError, ParameterError
+from attnkit.shapes import type_name
 
 __all__ = [
     "MINILM_NAME",

@@ -11,7 +11,6 @@ from array_api_compat import array_namespace
 from array_api_compat import device as _device
 
 from . import masks as _masks
-from ._shapes import broadcast_shapes, describe, type_name
 from .errors import (
     ArgumentTypeError,
     DeviceMismatchError,
@@ -20,6 +19,7 @@ from .errors import (
     ParameterError,
     ShapeError,
 )
+from .shapes import broadcast_shapes, describe, type_name
 
 __all__ = [
     "HeadShapes",

@@ -16,7 +16,6 @@ from typing import Any
 import array_api_compat as aac
 
 from . import masks
-from ._shapes import broadcast_shapes, describe
 from .errors import (
     ArgumentTypeError,
     DeviceMismatchError,
@@ -27,6 +26,7 @@ from .errors import (
 )
 from .masks import Geometry, Mask
 from .score_mods import check_score_mod
+from .shapes import broadcast_shapes, describe
 
 __all__ = ["ALIGNMENTS", "IMPLS", "Problem", "check_flag", "prepare", "signature"]
 

@@ -32,11 +32,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ._shapes import broadcast_shapes, prod
 from ._validate import Problem, gqa_mask
 from .masks import Tile, clip_ranges
 from .runs import Run, find_run
 from .score_mods import apply_score_mod
+from .shapes import broadcast_shapes, prod
 from .softmax import softmax_denominator, softmax_numerator, softmax_parts
 
 __all__ = [

@@ -18,7 +18,6 @@ from typing import Any, NamedTuple
 from array_api_compat import array_namespace, is_array_api_obj
 from array_api_compat import device as _device
 
-from ._shapes import describe, type_name
 from .errors import (
     ArgumentTypeError,
     DeviceMismatchError,
@@ -27,6 +26,7 @@ from .errors import (
     ParameterError,
     ShapeError,
 )
+from .shapes import describe, type_name
 
 __all__ = ["KVCache", "append_kv", "cache_mask", "init_kv_cache"]
 

@@ -280,7 +280,7 @@ def _array_or_raise(x: Any, what: str) -> Any:
 
 
 def _broadcast_lead(*leads: tuple[int, ...]) -> tuple[int, ...]:
-    from ._shapes import broadcast_shapes
+    from .shapes import broadcast_shapes
 
     lead = broadcast_shapes(*leads)
     if lead is None:
@@ -650,7 +650,7 @@ def segments(q_ids: Any, kv_ids: Any | None = None) -> Mask:
                 f"segments {what} must be integer ids, got dtype {ids.dtype}; cast them, e.g. "
                 "ids.astype(int32)."
             )
-    from ._shapes import broadcast_shapes
+    from .shapes import broadcast_shapes
 
     if broadcast_shapes(tuple(q_ids.shape[:-1]), tuple(kv_ids.shape[:-1])) is None:
         raise ShapeError(

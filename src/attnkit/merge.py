@@ -20,8 +20,8 @@ from typing import Any
 
 import array_api_compat as aac
 
-from ._shapes import type_name
 from .errors import ArgumentTypeError, DTypeError, NamespaceMismatchError, ShapeError
+from .shapes import type_name
 
 __all__ = ["merge_partials"]
 

@@ -24,9 +24,9 @@ from typing import Any
 from array_api_compat import array_namespace
 from array_api_compat import device as _device
 
-from ._shapes import broadcast_shapes as _broadcast
-from ._shapes import describe
 from .errors import DTypeError, ParameterError, ShapeError
+from .shapes import broadcast_shapes as _broadcast
+from .shapes import describe
 
 __all__ = ["Rope", "apply_rope", "check_positions"]
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import array_api_compat
 
-from ._shapes import broadcast_shapes, describe
 from .errors import (
     ArgumentTypeError,
     DTypeError,
@@ -26,6 +25,7 @@ from .errors import (
     ParameterError,
     ShapeError,
 )
+from .shapes import broadcast_shapes, describe
 
 __all__ = [
     "ScoreMod",

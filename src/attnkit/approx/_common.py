@@ -22,7 +22,6 @@ from typing import Any
 import array_api_compat as aac
 
 from .. import masks
-from .._shapes import broadcast_shapes, describe
 from .._validate import _check_arrays, _check_shapes
 from ..errors import (
     ArgumentTypeError,
@@ -32,6 +31,7 @@ from ..errors import (
     ParameterError,
     ShapeError,
 )
+from ..shapes import broadcast_shapes, describe
 
 __all__ = [
     "Operands",

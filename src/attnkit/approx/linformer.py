@@ -18,9 +18,9 @@ from typing import Any
 import array_api_compat as aac
 
 from .. import backends
-from .._shapes import broadcast_shapes
 from ..attention import scaled_dot_product_attention
 from ..errors import ArgumentTypeError, ParameterError, ShapeError
+from ..shapes import broadcast_shapes
 from ._common import check_positive_int, check_side_array, prepare
 from .segments import segment_ids
 

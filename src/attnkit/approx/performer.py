@@ -33,9 +33,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._shapes import broadcast_shapes, prod
 from .._validate import ALIGNMENTS
 from ..errors import ParameterError, ShapeError
+from ..shapes import broadcast_shapes, prod
 from ._common import (
     Operands,
     check_bool,

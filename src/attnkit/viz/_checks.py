@@ -11,7 +11,6 @@ from typing import Any
 
 import array_api_compat as aac
 
-from .._shapes import describe, type_name
 from ..errors import (
     ArgumentTypeError,
     DTypeError,
@@ -19,6 +18,7 @@ from ..errors import (
     ParameterError,
     ShapeError,
 )
+from ..shapes import describe, type_name
 
 __all__ = ["as_array", "check_choice", "check_tokens", "squeeze_to"]
 

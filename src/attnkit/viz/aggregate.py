@@ -15,8 +15,8 @@ from typing import Any
 
 import array_api_compat as aac
 
-from .._shapes import describe
 from ..errors import ParameterError, ShapeError
+from ..shapes import describe
 from ._checks import as_array, check_choice
 
 __all__ = ["AGGREGATES", "aggregate", "rollout"]

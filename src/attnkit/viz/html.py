@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from .._shapes import describe
 from ..errors import ParameterError, ShapeError
+from ..shapes import describe
 from ._checks import as_array, check_choice, check_tokens, squeeze_to
 from .aggregate import rollout as _rollout
 from .plots import COLOR_SCALES, to_numpy

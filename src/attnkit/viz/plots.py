@@ -18,8 +18,8 @@ from types import ModuleType
 from typing import Any
 
 from .. import backends
-from .._shapes import type_name
 from ..errors import ArgumentTypeError, ParameterError
+from ..shapes import type_name
 from ._checks import as_array, check_choice, check_tokens, squeeze_to
 
 __all__ = [

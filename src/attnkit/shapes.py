@@ -1,4 +1,5 @@
-"""Small pure-Python helpers for shapes: broadcasting and readable descriptions."""
+"""Small pure-Python helpers for shapes: broadcasting, sizes and readable descriptions
+of arrays and objects for error messages (used by the math and by every backend)."""
 
 from __future__ import annotations
 
