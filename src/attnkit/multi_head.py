@@ -7,7 +7,8 @@ per head, Do output features, T a kv cache's capacity.
 
 Parameters follow ``torch.nn.Linear``'s layout, ``y = x @ W.T + b``, so a
 ``torch.nn.MultiheadAttention`` state dict maps onto them one to one
-(:meth:`MultiHeadParams.from_packed` slices a packed ``in_proj_weight``).
+(:meth:`MultiHeadParams.from_packed` slices a packed ``in_proj_weight``; both live in
+:mod:`attnkit.multi_head_params`).
 
 Bool masks follow attnkit's convention everywhere, ``True = may attend`` (as JAX, Flax
 and Keras): for ``key_padding_mask`` True marks a real key. PyTorch's module uses the
@@ -21,60 +22,15 @@ from typing import Any, NamedTuple
 from array_api_compat import array_namespace
 from array_api_compat import device as _device
 
-from . import masks as _masks
-from ._mha_validate import check_call, check_inputs, check_masks, combine_masks
+from ._mha_masks import and_mask, check_masks, combine_masks
+from ._mha_validate import check_call, check_inputs
 from .attention import scaled_dot_product_attention
 from .kv_cache import KVCache, append_kv, cache_mask
 from .masks import window_sides
+from .multi_head_params import MultiHeadParams
 from .rope import Rope, apply_rope
 
 __all__ = ["MultiHeadOutput", "MultiHeadParams", "multi_head_attention"]
-
-
-class MultiHeadParams(NamedTuple):
-    """The parameter arrays of one multi-head attention layer (a JAX pytree).
-
-    ``q_weight`` (Hq*E, Dq), ``k_weight`` (Hkv*E, Dk), ``v_weight`` (Hkv*Ev, Dv),
-    ``out_weight`` (Do, Hq*Ev); optional biases ``q_bias`` (Hq*E,), ``k_bias`` (Hkv*E,),
-    ``v_bias`` (Hkv*Ev,), ``out_bias`` (Do,); optional ``bias_k`` (Hkv*E,) and
-    ``bias_v`` (Hkv*Ev,): one learned key/value appended to every sequence
-    (``add_bias_kv``).
-    """
-
-    q_weight: Any
-    k_weight: Any
-    v_weight: Any
-    out_weight: Any
-    q_bias: Any = None
-    k_bias: Any = None
-    v_bias: Any = None
-    out_bias: Any = None
-    bias_k: Any = None
-    bias_v: Any = None
-
-    @classmethod
-    def from_packed(
-        cls,
-        in_proj_weight: Any,
-        out_weight: Any,
-        in_proj_bias: Any = None,
-        out_bias: Any = None,
-        *,
-        num_heads: int,
-        num_kv_heads: int | None = None,
-        bias_k: Any = None,
-        bias_v: Any = None,
-    ) -> MultiHeadParams:
-        """From PyTorch's packed ``in_proj_weight`` ((Hq + 2 Hkv) * E, D): rows are the
-        query, key and value projections stacked (views, no copies)."""
-        from ._mha_validate import packed_split
-
-        q, k, v = packed_split(in_proj_weight, num_heads, num_kv_heads, "in_proj_weight")
-        if in_proj_bias is None:
-            qb = kb = vb = None
-        else:
-            qb, kb, vb = packed_split(in_proj_bias, num_heads, num_kv_heads, "in_proj_bias")
-        return cls(q, k, v, out_weight, qb, kb, vb, out_bias, bias_k, bias_v)
 
 
 class MultiHeadOutput(NamedTuple):
@@ -250,7 +206,7 @@ def multi_head_attention(
             xp=xp,
             device=_device(query),
         )  # (L, T)
-        mask = slots if mask is None else _and_mask(xp, mask, slots)
+        mask = slots if mask is None else and_mask(xp, mask, slots)
         core_causal, core_window, q_offset, kv_offset = False, None, 0, 0
     result = scaled_dot_product_attention(
         q,
@@ -274,12 +230,3 @@ def multi_head_attention(
     if weights is not None and average_weights:
         weights = xp.mean(weights, axis=-3)  # (..., L, S)
     return MultiHeadOutput(out, weights, cache)
-
-
-def _and_mask(xp: Any, mask: Any, allowed: Any) -> Any:
-    """Combine a user mask (bool, additive float or a Mask) with bool ``allowed``."""
-    if isinstance(mask, _masks.Mask):
-        return mask & _masks.dense(allowed)
-    if mask.dtype == xp.bool:
-        return mask & allowed
-    return xp.where(allowed, mask, xp.asarray(-xp.inf, dtype=mask.dtype, device=_device(mask)))

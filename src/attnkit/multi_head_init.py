@@ -19,9 +19,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._mha_validate import check_flag, check_heads
+from .checks import check_flag
 from .errors import ParameterError
-from .multi_head import MultiHeadParams
+from .multi_head_params import MultiHeadParams, check_heads
+from .registry import backend_for_rng, backend_named
 
 __all__ = ["init_multi_head_params"]
 
@@ -64,8 +65,6 @@ def init_multi_head_params(
         :class:`MultiHeadParams` with q/k/v weights (Hq*E, D), (Hkv*E, kdim),
         (Hkv*E, vdim) and ``out_weight`` (D, Hq*E).
     """
-    from attnkit import backends
-
     embed_dim = _positive("embed_dim", embed_dim)
     check_flag("bias", bias)
     check_flag("add_bias_kv", add_bias_kv)
@@ -80,7 +79,7 @@ def init_multi_head_params(
             )
         head_dim = embed_dim // hq
     e = _positive("head_dim", head_dim)
-    adapter = backends.for_rng(rng) if backend is None else backends.load(backend)
+    adapter = backend_for_rng(rng) if backend is None else backend_named(backend)
     adapter.check_rng(rng)
     xp = adapter.namespace()
     dtype = xp.float32 if dtype is None else dtype

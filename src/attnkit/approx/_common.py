@@ -14,8 +14,6 @@ too (it carries the (B, 1) leading dims itself).
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,20 +21,18 @@ import array_api_compat as aac
 
 from .. import masks
 from .._validate import _check_arrays, _check_shapes
+from ..checks import check_scale
 from ..errors import (
     ArgumentTypeError,
     DeviceMismatchError,
     DTypeError,
     NamespaceMismatchError,
-    ParameterError,
     ShapeError,
 )
 from ..shapes import broadcast_shapes, describe
 
 __all__ = [
     "Operands",
-    "check_bool",
-    "check_positive_int",
     "check_side_array",
     "prepare",
     "safe_divide",
@@ -69,29 +65,6 @@ class Operands:
             out = xp.astype(out, self.dtype)
         target = (*self.lead, self.L, self.Ev)
         return out if tuple(out.shape) == target else xp.broadcast_to(out, target)
-
-
-def check_positive_int(name: str, value: Any, fix: str) -> int:
-    """``value`` as an int >= 1, or a :class:`ParameterError` naming ``name`` and ``fix``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ParameterError(f"{name} must be a positive int, got {value!r}; {fix}.")
-    return int(value)
-
-
-def check_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ParameterError(f"{name} must be True or False, got {value!r}.")
-    return value
-
-
-def _check_scale(scale: Any, E: int) -> float:
-    if scale is None:
-        return 1.0 / math.sqrt(E) if E > 0 else 1.0
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
-        raise ParameterError(
-            f"scale must be None (1/sqrt(E)) or a finite real number, got {scale!r}."
-        )
-    return float(scale)
 
 
 def check_side_array(
@@ -133,7 +106,7 @@ def _key_alive(mask: Any, query: Any, xp: Any, device: Any, lead: tuple[int, ...
     if mask is None:
         return None
     if isinstance(mask, masks.Mask):
-        if not isinstance(mask, masks._KeyPadding):
+        if not mask.keys_only:
             raise ArgumentTypeError(
                 f"key_padding_mask accepts attnkit.masks.key_padding(lengths) among the "
                 f"structured masks, got {mask!r}; approximate attention has no causal or "
@@ -161,7 +134,7 @@ def prepare(query: Any, key: Any, value: Any, key_padding_mask: Any, scale: Any)
     _, lead = _check_shapes(query, key, value, False)
     L, E = query.shape[-2], query.shape[-1]
     S, Ev = key.shape[-2], value.shape[-1]
-    scale = _check_scale(scale, E)
+    scale = check_scale(scale, E)
     alive = _key_alive(key_padding_mask, query, xp, device, lead, S)
     dtype = query.dtype
     compute = dtype if dtype in (xp.float32, xp.float64) else xp.float32

@@ -17,11 +17,12 @@ from typing import Any
 
 import array_api_compat as aac
 
-from .. import backends
 from ..attention import scaled_dot_product_attention
+from ..checks import check_positive_int
 from ..errors import ArgumentTypeError, ParameterError, ShapeError
+from ..registry import backend_for
 from ..shapes import broadcast_shapes
-from ._common import check_positive_int, check_side_array, prepare
+from ._common import check_side_array, prepare
 from .segments import segment_ids
 
 __all__ = ["PROJECTION_KINDS", "linformer", "linformer_projections"]
@@ -156,7 +157,7 @@ def linformer_projections(
             "kind='gaussian' draws from an explicit rng: pass rng=numpy.random.default_rng(seed), "
             "torch.Generator().manual_seed(seed) or jax.random.key(seed), or kind='mean'."
         )
-    adapter = backends.for_namespace(xp)
+    adapter = backend_for(xp)
     adapter.check_rng(rng, like=like)
     draw = adapter.normal(rng, (proj_len, seq_len), dtype=like.dtype, device=device)
     return draw * (1.0 / math.sqrt(proj_len))  # (k, S)

@@ -26,9 +26,10 @@ from typing import Any
 import array_api_compat as aac
 
 from ..attention import scaled_dot_product_attention
+from ..checks import check_positive_int
 from ..errors import ParameterError
 from ..softmax import masked_softmax
-from ._common import check_positive_int, prepare
+from ._common import prepare
 from .segments import segment_means
 
 __all__ = ["iterative_pinv", "nystrom"]

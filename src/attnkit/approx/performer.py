@@ -33,13 +33,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._validate import ALIGNMENTS
+from ..checks import ALIGNMENTS, check_flag, check_positive_int
 from ..errors import ParameterError, ShapeError
 from ..shapes import broadcast_shapes, prod
 from ._common import (
     Operands,
-    check_bool,
-    check_positive_int,
     check_side_array,
     prepare,
     safe_divide,
@@ -114,7 +112,7 @@ def performer(
         ShapeError, DTypeError, ParameterError, ArgumentTypeError (attnkit errors) before
         any work, naming the argument, its shape and the fix.
     """
-    check_bool("causal", causal)
+    check_flag("causal", causal)
     if causal_alignment not in ALIGNMENTS:
         raise ParameterError(
             f"causal_alignment must be one of {ALIGNMENTS}, got {causal_alignment!r}."

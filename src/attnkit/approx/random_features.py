@@ -23,9 +23,9 @@ from typing import Any
 
 import array_api_compat as aac
 
-from .. import backends
+from ..checks import check_flag, check_positive_int
 from ..errors import ArgumentTypeError, ParameterError
-from ._common import check_bool, check_positive_int
+from ..registry import backend_for
 
 __all__ = ["orthonormal_rows", "performer_features"]
 
@@ -50,7 +50,7 @@ def performer_features(
     """
     m = check_positive_int("num_features", num_features, "pass m, the number of features")
     E = check_positive_int("head_dim", head_dim, "pass E, the query/key feature size")
-    check_bool("orthogonal", orthogonal)
+    check_flag("orthogonal", orthogonal)
     if not aac.is_array_api_obj(like):
         raise ArgumentTypeError(
             f"like must be an array whose library, dtype and device the features take "
@@ -66,7 +66,7 @@ def performer_features(
     if not xp.isdtype(like.dtype, "real floating"):
         raise ParameterError(f"like must be a real floating array, got dtype {like.dtype}.")
     dtype = like.dtype if like.dtype in (xp.float32, xp.float64) else xp.float32
-    adapter = backends.for_namespace(xp)
+    adapter = backend_for(xp)
     adapter.check_rng(rng, like=like)
     if not orthogonal:
         return adapter.normal(rng, (m, E), dtype=dtype, device=device)  # (m, E)
