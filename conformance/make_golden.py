@@ -1,6 +1,8 @@
-"""Regenerate the golden vectors in ``golden/`` from the cases marked ``golden``.
+"""Regenerate the golden vectors from the cases marked ``golden``.
 
-Each ``golden/<case>.npz`` holds the float64 inputs (query, key, value, and attn_mask if
+They are stored once, as package data of the application (``src/attnkit/app/golden/``,
+installed as ``attnkit.app.golden``), where ``attnkit verify`` and ``test_golden.py``
+read them. Each ``<case>.npz`` holds the float64 inputs (query, key, value, and attn_mask if
 any), the call's keyword arguments as JSON (``kwargs``), and the float64 oracle's
 ``out``, ``weights`` and ``lse``. Any implementation can be checked against them without
 attnkit or this repository's Python code::
@@ -24,7 +26,8 @@ import reference as ref
 from cases import CASES
 from harness import draw_inputs, full_inputs
 
-GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOLDEN_DIR = os.path.join(_REPO, "src", "attnkit", "app", "golden")
 
 
 def golden_arrays(case) -> dict[str, np.ndarray]:

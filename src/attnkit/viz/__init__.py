@@ -14,13 +14,16 @@ Arrays from NumPy, PyTorch or JAX (anything with an attnkit backend adapter)::
     view = viz.AttentionView(weights, tokens)  # interactive, self-contained page
     viz.save(view, "attention.html")  # or view.to_html(); shows inline in Jupyter
 
-Aggregation and rollout are array-API code (they return the inputs' library); pictures
-need matplotlib (``pip install "attnkit[viz]"``); the HTML page needs nothing.
+Aggregation and rollout are array-API code of the math (:mod:`attnkit.rollout`,
+re-exported here; they return the inputs' library); pictures need matplotlib
+(``pip install "attnkit[viz]"``); the HTML page needs nothing. ``attnkit.viz`` is
+application code (pictures and the page) on top of the math and the backends.
 """
 
 from __future__ import annotations
 
-from .aggregate import AGGREGATES, aggregate, rollout
+from attnkit.rollout import AGGREGATES, aggregate, rollout
+
 from .html import VIEWS, AttentionView, to_html
 from .plots import COLOR_SCALES, FIGURE_FORMATS, head_grid, heatmap, overview, save
 

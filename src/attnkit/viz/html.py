@@ -28,11 +28,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..errors import ParameterError, ShapeError
-from ..shapes import describe
-from ._checks import as_array, check_choice, check_tokens, squeeze_to
-from .aggregate import rollout as _rollout
+from attnkit import __version__
+from attnkit.errors import ParameterError, ShapeError
+from attnkit.rollout import rollout as _rollout
+from attnkit.shapes import describe
+
+from ._checks import as_weights, check_choice, check_tokens, squeeze_to
 from .plots import COLOR_SCALES, to_numpy
 
 __all__ = ["VIEWS", "AttentionView", "to_html"]
@@ -44,7 +45,7 @@ _HEAD_CHOICES = ("mean", "max", "all")
 
 def _as_stack(weights: Any) -> tuple[Any, Any]:
     """(xp, weights as (N, H, L, S)): one head (L, S) and one layer (H, L, S) are lifted."""
-    xp, w = as_array("weights", weights)
+    xp, w = as_weights("weights", weights)
     if w.ndim in (2, 3):
         return xp, xp.reshape(w, (1,) * (4 - w.ndim) + tuple(w.shape))  # (N, H, L, S)
     fix = "pass one sequence: (N, H, L, S), one layer (H, L, S) or one head (L, S)."

@@ -3,7 +3,7 @@
 The weights may come from NumPy, PyTorch (also with ``requires_grad``, on any device) or
 JAX; they are validated here and converted to NumPy through the backend adapters
 (``attnkit.backends.for_namespace(xp).to_numpy``); the drawing itself is matplotlib code in
-``attnkit.backends.plot``, imported only when a picture is asked for. Each function returns
+:mod:`attnkit.viz.figures`, imported only when a picture is asked for. Each function returns
 a ``matplotlib.figure.Figure`` made without pyplot (no display needed); write it with
 :func:`attnkit.viz.save` or ``figure.savefig``.
 """
@@ -17,10 +17,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .. import backends
-from ..errors import ArgumentTypeError, ParameterError
-from ..shapes import type_name
-from ._checks import as_array, check_choice, check_tokens, squeeze_to
+from attnkit import backends
+from attnkit.errors import ArgumentTypeError, ParameterError
+from attnkit.shapes import type_name
+
+from ._checks import as_weights, check_choice, check_tokens, squeeze_to
 
 __all__ = [
     "COLOR_SCALES",
@@ -45,7 +46,7 @@ def _plot() -> ModuleType:
             f"attnkit.viz draws pictures with matplotlib, which is not installed: "
             f"{MATPLOTLIB_HINT}. (attnkit.viz.to_html needs nothing.)"
         )
-    return importlib.import_module("attnkit.backends.plot")
+    return importlib.import_module("attnkit.viz.figures")
 
 
 def to_numpy(xp: Any, x: Any) -> Any:
@@ -90,7 +91,7 @@ def heatmap(
         ``matplotlib.figure.Figure``; the colour scale runs from 0 to the matrix maximum.
     """
     check_choice("color_scale", color_scale, COLOR_SCALES)
-    xp, w = as_array("weights", weights)
+    xp, w = as_weights("weights", weights)
     w = squeeze_to(
         "weights",
         xp,
@@ -129,7 +130,7 @@ def head_grid(
         ``matplotlib.figure.Figure``; each panel is coloured from 0 to its own maximum.
     """
     check_choice("color_scale", color_scale, COLOR_SCALES)
-    xp, w = as_array("weights", weights)
+    xp, w = as_weights("weights", weights)
     w = squeeze_to("weights", xp, w, 3, "(H, L, S)", "pass one layer's heads.")
     H, L, S = w.shape
     names = check_tokens("names", names, H, "heads") if names is not None else None
@@ -171,7 +172,7 @@ def overview(
         ``matplotlib.figure.Figure``; each panel is coloured from 0 to its own maximum.
     """
     check_choice("color_scale", color_scale, COLOR_SCALES)
-    xp, w = as_array("weights", weights)
+    xp, w = as_weights("weights", weights)
     w = squeeze_to("weights", xp, w, 4, "(N, H, L, S)", "pass one sequence's layers.")
     N, H, L, S = w.shape
     q, k = _tokens(tokens, key_tokens, L, S)

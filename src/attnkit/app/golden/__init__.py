@@ -1,0 +1,24 @@
+"""The golden vectors, shipped with the package so that ``attnkit verify`` needs no checkout.
+
+The one copy of them: ``python conformance/make_golden.py`` writes them here from the
+conformance cases marked ``golden`` and the independent float64 oracle (``--check``
+compares instead), and both ``attnkit verify`` and ``conformance/test_golden.py`` read
+them (the latter also checks that they still equal what make_golden.py computes).
+Each file holds float64 inputs (``query``, ``key``, ``value``, optional ``attn_mask``),
+the call's keyword arguments as JSON (``kwargs``) and the independent float64 oracle's
+``out``, ``weights`` and ``lse``. Reading them needs NumPy (``numpy.load``); this package
+only lists them.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+__all__ = ["files"]
+
+
+def files() -> list[Any]:
+    """The golden ``.npz`` files, sorted by name (each one opens with ``.open("rb")``)."""
+    root = resources.files(__name__)
+    return sorted((f for f in root.iterdir() if f.name.endswith(".npz")), key=lambda f: f.name)

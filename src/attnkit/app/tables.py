@@ -1,0 +1,18 @@
+"""The command line's one plain text table format (no dependency needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["table"]
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """``headers`` and ``rows`` as left-aligned columns two spaces apart, under a rule."""
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    rule = "  ".join("-" * w for w in widths)
+    body = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join([line, rule, *body])

@@ -1,0 +1,200 @@
+"""``attnkit verify``: the golden vectors on every installed backend, and the frameworks.
+
+The golden vectors (:mod:`attnkit.app.golden`, written by ``conformance/make_golden.py``)
+hold float64 inputs and the independent float64 oracle's output, weights and log-sum-exp.
+Each vector runs through ``attnkit.scaled_dot_product_attention`` on every installed
+backend in every dtype the backend has (inputs rounded to that dtype); the largest error
+against the float64 oracle is compared with the conformance matrix's tolerance
+``K * eps(dtype) * (1 + max|score|) * max(1, max|gold|)``. The same vectors also run
+through the frameworks' own attention (:mod:`attnkit.app.verify_frameworks`). The
+vectors are NumPy arrays; every other framework is reached through its backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import attnkit as ak
+from attnkit import backends
+
+from . import golden
+
+__all__ = [
+    "DTYPES",
+    "Agreement",
+    "FrameworkResult",
+    "Vector",
+    "allowed_error",
+    "check_backend",
+    "load_vectors",
+]
+
+#: The dtypes each backend is checked in (array-api-strict has no float16/bfloat16,
+#: NumPy no bfloat16).
+DTYPES = {
+    "numpy": ("float64", "float32", "float16"),
+    "torch": ("float64", "float32", "float16", "bfloat16"),
+    "jax": ("float64", "float32", "float16", "bfloat16"),
+    "strict": ("float64", "float32"),
+}
+EPS = {"float64": 2.0**-52, "float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
+# float32/float64: the conformance matrix's constant. Low precision: the inputs themselves
+# are rounded to the dtype here (the oracle's are not), which the constant absorbs.
+K = {"float64": 64.0, "float32": 64.0, "float16": 8.0, "bfloat16": 8.0}
+
+
+@dataclass(frozen=True)
+class Vector:
+    """One golden vector: float64 inputs, the call's kwargs and the oracle's results."""
+
+    name: str
+    query: np.ndarray
+    key: np.ndarray
+    value: np.ndarray
+    attn_mask: np.ndarray | None
+    kwargs: dict[str, Any]
+    out: np.ndarray
+    weights: np.ndarray
+    lse: np.ndarray
+
+    @property
+    def empty_rows(self) -> np.ndarray:
+        """True where a query row has no key to attend (lse = -inf): (..., Hq, L)."""
+        return np.isneginf(self.lse)
+
+    def score_max(self) -> float:
+        """max |scaled score| over the whole score matrix (the tolerance's magnitude)."""
+        q, k = self.query, self.key
+        if q.ndim >= 3 and k.ndim >= 3 and q.shape[-3] != k.shape[-3]:
+            k = np.repeat(k, q.shape[-3] // k.shape[-3], axis=-3)  # GQA: key heads shared
+        if k.shape[-2] == 0:
+            return 0.0
+        scale = self.kwargs.get("scale") or 1.0 / np.sqrt(q.shape[-1])
+        return float(np.max(np.abs(q @ np.swapaxes(k, -1, -2))) * abs(scale))
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """One backend and dtype over every vector: the largest error and the allowed one."""
+
+    backend: str
+    dtype: str
+    vectors: int
+    max_error: float
+    worst: str  # the vector (and result) with the largest error relative to its allowance
+    worst_ratio: float  # that error / its allowed error (<= 1 passes)
+    failures: tuple[str, ...]  # "vector: result error e > allowed a", NaN found, exceptions
+
+
+@dataclass(frozen=True)
+class FrameworkResult:
+    """One golden vector through a framework's own attention."""
+
+    framework: str
+    vector: str
+    max_error: float | None  # against the float64 oracle's output; None if not run
+    agrees: bool
+    difference: str  # where and how it differs from the oracle ("" when it agrees)
+    adaptation: str  # how the vector was given to it ("" when as it is)
+
+
+def load_vectors() -> list[Vector]:
+    """Every golden vector shipped in :mod:`attnkit.app.golden`."""
+    vectors = []
+    for file in golden.files():
+        with file.open("rb") as f, np.load(f) as g:
+            arrays = {name: g[name] for name in g.files}
+        vectors.append(
+            Vector(
+                name=file.name[: -len(".npz")],
+                query=arrays["query"],
+                key=arrays["key"],
+                value=arrays["value"],
+                attn_mask=arrays.get("attn_mask"),
+                kwargs=json.loads(str(arrays["kwargs"])),
+                out=arrays["out"],
+                weights=arrays["weights"],
+                lse=arrays["lse"],
+            )
+        )
+    return vectors
+
+
+def allowed_error(dtype: str, vector: Vector, gold: np.ndarray) -> float:
+    """The tolerance for one result: K * eps * (1 + max|score|) * max(1, max|gold|)."""
+    finite = gold[np.isfinite(gold)]
+    magnitude = max(1.0, float(np.max(np.abs(finite), initial=0.0)))
+    return K[dtype] * EPS[dtype] * (1.0 + vector.score_max()) * magnitude
+
+
+def _error(got: np.ndarray, gold: np.ndarray) -> float:
+    """max |got - gold|, where -inf must match -inf exactly (lse of empty rows)."""
+    got = np.asarray(got, dtype=np.float64)
+    if got.shape != gold.shape:
+        return float("inf")
+    if np.isnan(got).any():
+        return float("nan")
+    if not np.array_equal(np.isneginf(got), np.isneginf(gold)):
+        return float("inf")
+    finite = np.isfinite(gold)
+    return float(np.max(np.abs(got[finite] - gold[finite]), initial=0.0))
+
+
+@contextlib.contextmanager
+def _precision(name: str, dtype: str) -> Iterator[None]:
+    """JAX computes float64 only with x64 switched on (restored afterwards)."""
+    if name != "jax" or dtype != "float64":
+        yield
+        return
+    from attnkit.backends.jax import peers
+
+    with peers.float64_enabled():
+        yield
+
+
+def _run_attnkit(adapter: Any, vector: Vector, dtype: str) -> tuple[Any, Any, Any]:
+    q, k, v = (adapter.from_numpy(x, dtype) for x in (vector.query, vector.key, vector.value))
+    mask = vector.attn_mask
+    if mask is not None:
+        mask = adapter.from_numpy(mask, "bool" if mask.dtype == bool else dtype)
+    result = ak.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, return_weights=True, return_lse=True, **vector.kwargs
+    )
+    return tuple(adapter.to_numpy(x) for x in result)
+
+
+def check_backend(
+    name: str, dtype: str, vectors: list[Vector], step: Callable[[str], None] | None = None
+) -> Agreement:
+    """Run every vector on backend ``name`` in ``dtype``; the largest error and failures.
+
+    ``step(description)`` is called before each vector (for progress bars).
+    """
+    adapter = backends.load(name)
+    worst, worst_ratio, largest, failures = "", -1.0, 0.0, []
+    with _precision(name, dtype):
+        for vector in vectors:
+            if step is not None:
+                step(f"{name} {dtype} {vector.name}")
+            try:
+                results = _run_attnkit(adapter, vector, dtype)
+            except Exception as exc:  # reported in the table, not raised
+                failures.append(f"{vector.name}: {type(exc).__name__}: {exc}")
+                continue
+            golds = (vector.out, vector.weights, vector.lse)
+            for label, got, gold in zip(("out", "weights", "lse"), results, golds, strict=True):
+                error, allowed = _error(got, gold), allowed_error(dtype, vector, gold)
+                if not error <= allowed:  # also catches NaN
+                    failures.append(f"{vector.name} {label}: error {error:.3g} > {allowed:.3g}")
+                    continue
+                largest = max(largest, error)
+                if error / allowed > worst_ratio:
+                    worst, worst_ratio = f"{vector.name} {label}", error / allowed
+    ratio = max(worst_ratio, 0.0)
+    return Agreement(name, dtype, len(vectors), largest, worst, ratio, tuple(failures))
