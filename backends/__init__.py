@@ -1,68 +1,225 @@
-"""Backend adapters: the little each array library needs beyond the array API standard.
+"""Backends: the little each array library needs beyond the array API standard.
 
-The core (``attnkit``) never imports a framework. When it needs something the standard
-lacks (random numbers for dropout, today), it asks this registry for the adapter of the
-inputs' namespace. Each adapter is a small module, ``attnkit.backends.<name>``, that
-imports its framework lazily and exposes the same functions:
+The math (``attnkit``) never imports a framework. What the standard lacks (random
+numbers for dropout, autodiff helpers, a framework's fused kernels, reading a concrete
+number out of an array) it asks of the :class:`Backend` of the inputs' namespace, found
+through :func:`for_namespace`, which this package registers with the math at import
+(:mod:`attnkit.registry`: the math depends on the protocol, never on a backend).
 
-``NAME``                          the backend's name.
-``check_rng(rng, like)``          raise ``attnkit.ArgumentTypeError`` unless ``rng`` is
-                                  this backend's generator (NumPy ``Generator``,
-                                  ``torch.Generator`` on ``like``'s device, JAX PRNG key).
-``dropout_keep(rng, shape, keep_prob, *, like, stream)``
-                                  a bool array of ``shape`` on ``like``'s device, each
-                                  element True with probability ``keep_prob``. ``stream``
-                                  numbers the draws of one call (functional generators
-                                  such as JAX keys fold it in; stateful ones ignore it).
-``available()``                   whether the framework imports.
-``from_numpy(a, dtype)``          a NumPy array as this backend's array of ``dtype``
-                                  (a dtype name such as ``"float32"``).
-``to_numpy(x)``                   this backend's array as a NumPy array.
-``make_rng(seed)``                a fresh generator for ``seed``.
-``synchronize(x)``                wait until ``x`` is computed (for timing).
-``install_hint``                  the pip command that installs the framework.
-``normal(rng, shape, *, dtype, device=None)``
-                                  standard normal draws (``dtype`` is the namespace's
-                                  dtype object; NumPy and array-api-strict draw in
-                                  float64 and cast, so they agree for one seed).
-``uniform(rng, shape, low, high, *, dtype, device=None)``
-                                  uniform draws on ``[low, high)``.
-``namespace()``                   the backend's array-API namespace.
-``split_rng(rng, n)``             ``n`` independent generators (keys) from ``rng``.
-
-Optionally, ``recompute_block(fn, *inputs)``: ``fn()`` run so that autodiff recomputes
-it in the backward pass (``torch.utils.checkpoint``, ``jax.checkpoint``) when ``inputs``
-are being differentiated; the blocked executor runs each block through it.
-
-Optionally, ``fused_attention(problem)``: the framework's own kernel for the cases where
-its semantics equal attnkit's exactly, returning None elsewhere (``impl="auto"``).
+Each framework is one subclass in ``attnkit.backends.<name>`` (``NAMES``), importing its
+framework lazily; ``load(name)`` gives its one instance. Adding a fifth backend (CuPy,
+Dask, any array-API library through array-api-compat) means writing one subclass in a
+new ``backends/<name>/__init__.py`` exposing ``BACKEND = MyBackend()``, adding its name
+to ``NAMES`` and its namespace test to :func:`name_of`; everything without an adapter
+still works through :data:`GENERIC` (the array-API path, no dropout).
 """
 
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import array_api_compat as _aac
 
-__all__ = ["NAMES", "for_namespace", "for_rng", "load", "name_of", "name_or_none"]
+from attnkit import registry as _registry
+from attnkit.errors import ArgumentTypeError
+from attnkit.shapes import type_name
+
+__all__ = [
+    "GENERIC",
+    "NAMES",
+    "Backend",
+    "Kernels",
+    "for_namespace",
+    "for_rng",
+    "load",
+    "name_of",
+    "name_or_none",
+]
 
 #: Every backend attnkit ships an adapter for, in the order tables list them.
 NAMES: tuple[str, ...] = ("numpy", "torch", "jax", "strict")
 
-_cache: dict[str, ModuleType] = {}
+
+@dataclass(frozen=True)
+class Kernels:
+    """A backend's optional fast paths. Each kernel is a leaf: it takes arrays and plain
+    arguments, never attnkit's internal objects, imports nothing of the executor, and
+    returns None where it does not apply (the generic path then runs). The math decides
+    where the semantics allow a kernel; the kernel decides what its framework can do.
+
+    ``attention(query, key, value, *, mask, causal, scale, gqa)``
+        the whole call in the caller's layout: query (..., Hq, L, E), key (..., Hkv, S, E),
+        value (..., Hkv, S, Ev), ``mask`` None or an array broadcastable to
+        (..., Hq, L, S) (bool True = may attend, or additive float), ``causal`` top-left
+        with the diagonal at position 0, ``gqa`` grouped-query heads (Hq % Hkv == 0).
+        Returns (..., Hq, L, Ev) in the inputs' dtype, or None. Offered only calls with
+        no dropout, weights, lse, window, structured mask or score_mod, and L, S > 0.
+    ``attention_declines(query, key, value, *, mask, causal, scale, gqa)``
+        why ``attention`` would decline this call before computing anything (a string),
+        or None: read by :func:`attnkit.explain`.
+    ``attention_plan(query, key, value, *, causal, scale, gqa)``
+        for a call without mask that ``attention`` takes: a function of
+        (query, key, value) for later calls of the same signature (types, shapes, dtypes,
+        devices, scalars), returning the output or None where a call's values need the
+        generic path; or None.
+    ``block(q, k, v, mask, scale, shift_free)``
+        one block of the executor: q (..., Bq, E), k (..., Sk, E), v (..., Sk, Ev), mask
+        bool, additive or None, all broadcastable in their leading dims; ``shift_free``:
+        every score is small enough for exp without the row max (read where
+        ``block_reads_shift_free``). Returns out (..., Bq, Ev) or None.
+    ``run(q, k, v, mask, scale, rows)``
+        every block of a run of translated blocks (:mod:`attnkit.blocked.translated_runs`)
+        in one call: q (..., n*rows, E), k and v (..., (n-1)*rows + width, E|Ev), mask
+        (rows, width) bool or None. Returns (..., n*rows, Ev) or None.
+    ``run_rows``                      query rows per block of a run.
+    ``block_masks_nonfinite``         the block kernel replaces masked scores (never adds
+                                      -inf), so NaN or inf there cannot leak; else the
+                                      executor gives it only inputs checked finite.
+    ``block_reads_shift_free``        the executor decides the shift-free bound for it.
+    ``block_overhead_per_head``       its fixed cost per head of a block, in score
+                                      elements of work (for the choice of block size).
+    ``block_held_scores(rows, width, heads)``
+                                      score elements it holds at once for a block (for
+                                      the executor's memory budget), or None: all of them.
+    ``block_wants_additive``          the block and run kernels take masks in additive
+                                      form (0 / -inf in the compute dtype), which the
+                                      executor makes once per tile.
+    """
+
+    attention: Callable[..., Any] | None = None
+    attention_declines: Callable[..., str | None] | None = None
+    attention_plan: Callable[..., Any] | None = None
+    block: Callable[..., Any] | None = None
+    run: Callable[..., Any] | None = None
+    run_rows: int = 0
+    block_masks_nonfinite: bool = False
+    block_reads_shift_free: bool = False
+    block_overhead_per_head: int = 0
+    block_held_scores: Callable[[int, int, int], int] | None = None
+    block_wants_additive: bool = False
 
 
-def load(name: str) -> ModuleType:
-    """Return the adapter module ``attnkit.backends.<name>`` (imports no framework)."""
-    if name not in NAMES:
-        raise ValueError(f"unknown backend {name!r}; expected one of {', '.join(NAMES)}.")
-    module = _cache.get(name)
-    if module is None:
-        module = importlib.import_module(f"{__name__}.{name}")
-        _cache[name] = module
-    return module
+class Backend:
+    """The whole contract between the math and an array library.
+
+    Attributes:
+        NAME: the backend's name (one of :data:`NAMES`).
+        install_hint: the pip command that installs the framework.
+        kernels: the optional fast paths (:class:`Kernels`; none by default).
+        block_overhead_elements: the fixed cost of one executor block in score elements
+            of work, or None for the executor's default (JAX under ``jax.jit`` declares
+            more: each block is a dozen XLA operations of its own).
+
+    Methods every backend provides (the defaults here serve any array-API library):
+        available(): whether the framework imports.
+        namespace(): its array-API namespace.
+        from_numpy(a, dtype, device=None): a NumPy array (or nested lists) as this
+            backend's array of ``dtype`` (a dtype name such as ``"float32"``).
+        to_numpy(x): this backend's array as a NumPy array.
+        synchronize(x): wait until ``x`` is computed (for timing).
+        concrete_float(x): the Python float of a 0-d array; raises TypeError, ValueError
+            or RuntimeError where the value is not concrete (traced under ``jax.jit``).
+        make_rng(seed), check_rng(rng, like=None), split_rng(rng, n): the backend's
+            explicit generators (NumPy ``Generator``, ``torch.Generator``, JAX key);
+            ``check_rng`` raises ``attnkit.ArgumentTypeError`` unless ``rng`` is one
+            that can draw for ``like``'s device.
+        dropout_keep(rng, shape, keep_prob, *, like, stream): a bool array of ``shape``
+            on ``like``'s device, each element True with probability ``keep_prob``;
+            ``stream`` numbers the draws of one call (functional keys fold it in).
+        normal(rng, shape, *, dtype, device=None), uniform(rng, shape, low, high, ...):
+            random draws (NumPy and array-api-strict draw in float64 and cast, so they
+            agree for one seed).
+        recompute_block(fn, *inputs): ``fn()`` run so that autodiff recomputes it in the
+            backward pass when ``inputs`` are being differentiated; None (the default)
+            for libraries without autodiff.
+        foreign_mask(obj): a framework's own mask object (PyTorch's ``CausalBias``) as
+            ``(attnkit.masks mask, (L, S))``, or None.
+    """
+
+    NAME: str = "generic"
+    install_hint: str = ""
+    kernels: Kernels = Kernels()
+    block_overhead_elements: int | None = None
+    #: ``recompute_block(fn, *inputs)`` where the framework has autodiff, else None.
+    recompute_block: Callable[..., Any] | None = None
+
+    def available(self) -> bool:
+        return True
+
+    def namespace(self) -> Any:
+        raise NotImplementedError(f"the {self.NAME} backend names no namespace")
+
+    def from_numpy(self, a: Any, dtype: str, device: Any = None) -> Any:
+        raise NotImplementedError(f"the {self.NAME} backend cannot convert NumPy arrays")
+
+    def to_numpy(self, x: Any) -> Any:
+        import numpy as np
+
+        return np.asarray(x)
+
+    def synchronize(self, x: Any) -> None:
+        return None
+
+    def concrete_float(self, x: Any) -> float:
+        return float(x)
+
+    def make_rng(self, seed: int) -> Any:
+        raise NotImplementedError(f"the {self.NAME} backend has no random numbers")
+
+    def check_rng(self, rng: Any, like: Any = None) -> None:
+        raise ArgumentTypeError(
+            f"attnkit has no random numbers for {type_name(like)} arrays (no backend adapter "
+            f"for their namespace; supported: {', '.join(NAMES)}): dropout needs one."
+        )
+
+    def dropout_keep(
+        self, rng: Any, shape: tuple[int, ...], keep_prob: float, *, like: Any, stream: int
+    ) -> Any:
+        raise NotImplementedError(f"the {self.NAME} backend has no random numbers")
+
+    def split_rng(self, rng: Any, n: int) -> list[Any]:
+        raise NotImplementedError(f"the {self.NAME} backend has no random numbers")
+
+    def normal(self, rng: Any, shape: tuple[int, ...], *, dtype: Any, device: Any = None) -> Any:
+        raise NotImplementedError(f"the {self.NAME} backend has no random numbers")
+
+    def uniform(
+        self,
+        rng: Any,
+        shape: tuple[int, ...],
+        low: float,
+        high: float,
+        *,
+        dtype: Any,
+        device: Any = None,
+    ) -> Any:
+        raise NotImplementedError(f"the {self.NAME} backend has no random numbers")
+
+    def foreign_mask(self, obj: Any) -> Any:
+        return None
+
+    def __repr__(self) -> str:
+        return f"<attnkit backend {self.NAME}>"
+
+
+#: The backend of namespaces attnkit has no adapter for: the array-API path, no dropout.
+GENERIC = Backend()
+
+_cache: dict[str, Backend] = {}
+
+
+def load(name: str) -> Backend:
+    """The backend ``attnkit.backends.<name>`` (importing its module, not its framework)."""
+    backend = _cache.get(name)
+    if backend is None:
+        if name not in NAMES:
+            raise ValueError(f"unknown backend {name!r}; expected one of {', '.join(NAMES)}.")
+        backend = importlib.import_module(f"{__name__}.{name}").BACKEND
+        _cache[name] = backend
+    return backend
 
 
 def name_of(xp: Any) -> str:
@@ -89,26 +246,27 @@ def name_or_none(xp: Any) -> str | None:
         return None
 
 
-def for_namespace(xp: Any) -> ModuleType:
-    """The adapter module for the array namespace ``xp``."""
-    return load(name_of(xp))
+def for_namespace(xp: Any) -> Backend:
+    """The backend of the array namespace ``xp`` (:data:`GENERIC` where none fits)."""
+    name = name_or_none(xp)
+    return GENERIC if name is None else load(name)
 
 
-def for_rng(rng: Any) -> ModuleType:
-    """The adapter whose generator type ``rng`` is: a NumPy ``Generator`` (the NumPy
-    adapter; array-api-strict takes the same generator), a ``torch.Generator`` or a JAX key.
-    Raises ``attnkit.ArgumentTypeError`` for anything else."""
-    from attnkit.errors import ArgumentTypeError
-    from attnkit.shapes import type_name
-
+def for_rng(rng: Any) -> Backend:
+    """The backend whose generator type ``rng`` is: a NumPy ``Generator`` (the NumPy
+    backend; array-api-strict takes the same generator), a ``torch.Generator`` or a JAX
+    key. Raises ``attnkit.ArgumentTypeError`` for anything else."""
     root = type(rng).__module__.split(".")[0]
     name = {"numpy": "numpy", "torch": "torch", "jax": "jax", "jaxlib": "jax"}.get(root)
     if name is not None:
-        adapter = load(name)
-        adapter.check_rng(rng)
-        return adapter
+        backend = load(name)
+        backend.check_rng(rng)
+        return backend
     raise ArgumentTypeError(
         f"rng must be a numpy.random.Generator, a torch.Generator or a JAX PRNG key, got "
         f"{type_name(rng)}; create one with numpy.random.default_rng(seed), "
         "torch.Generator().manual_seed(seed) or jax.random.key(seed)."
     )
+
+
+_registry.register_backends(for_namespace, for_rng, load)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PROC_STATUS", "numpy_attention64", "printed_int", "x64"]
+__all__ = ["PROC_STATUS", "numpy_attention64", "printed_int", "problem", "x64"]
 
 
 def numpy_attention64(q: Any, k: Any, v: Any, allowed: Any = None, additive: Any = None) -> Any:
@@ -64,3 +64,17 @@ def printed_int(script: str, *args: str) -> int:
         [sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, check=True
     )
     return int(done.stdout.strip())
+
+
+def problem(query: Any, key: Any, value: Any, **kwargs: Any) -> Any:
+    """The validated Problem of a call (``attnkit._validate.validate``), keyword arguments
+    as in ``scaled_dot_product_attention``."""
+    from attnkit._validate import validate
+
+    args: dict[str, Any] = dict(
+        attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
+        causal_alignment="top_left", window=None, return_weights=False, return_lse=False,
+        q_offset=0, kv_offset=0, rng=None, impl="auto", block_size=None, score_mod=None,
+    )  # fmt: skip
+    args.update(kwargs)
+    return validate(query, key, value, **args)

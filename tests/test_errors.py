@@ -65,8 +65,7 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
     def reached(*args: Any, **kwargs: Any) -> Any:
         raise ExecutorReached("an executor ran before the bad input was rejected")
 
-    monkeypatch.setattr("attnkit.attention.blocked_attention", reached)
-    monkeypatch.setattr("attnkit.attention.reference_attention", reached)
+    monkeypatch.setattr("attnkit._dispatch.attend", reached)
 
 
 def test_hierarchy() -> None:

@@ -6,6 +6,8 @@ every case); this checks the dispatch itself, so a silent fallback cannot hide.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -95,18 +97,30 @@ def test_generic_where_semantics_differ(sdpa_calls: list, kwargs: dict, blocks: 
         torch.testing.assert_close(out, generic, rtol=1e-12, atol=1e-12)
 
 
-def test_block_mask_cache_sees_in_place_writes():
-    """The per-block SDPA keeps the additive form of the last bool mask; writing into that
-    mask in place between calls must not reuse the stale form."""
-    from attnkit.backends.torch.fused import block_attention
+def test_block_kernel_gets_one_additive_mask_per_block_shape(sdpa_calls: list) -> None:
+    """SDPA turns a bool mask into an additive one on every call; the executor makes the
+    additive form of a window's tile once per block shape (within the call: no state
+    outlives it) and hands every interior block the same one."""
+    q, k, v = _qkv((1, 2, 200, 8), (1, 2, 200, 8), seed=3)
+    backend = ak.backends.load("torch")
+    no_run = dataclasses.replace(backend.kernels, run=None)  # every block through SDPA
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backend, "kernels", no_run)
+        out = ak.scaled_dot_product_attention(q, k, v, window=(20, 20), block_size=16)
+    masks = [c["attn_mask"] for c in sdpa_calls if c.get("attn_mask") is not None]
+    assert len(masks) == len(sdpa_calls) > 2 and all(m.dtype == q.dtype for m in masks)
+    interior = masks[2:-2]  # the blocks the sequence's ends do not clip
+    assert interior and all(m is interior[0] for m in interior)
+    ref = ak.scaled_dot_product_attention(q, k, v, window=(20, 20), impl="reference")
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
 
+
+def test_mask_written_in_place_between_calls_is_read_afresh() -> None:
     q, k, v = _qkv((1, 2, 6, 8), (1, 2, 6, 8), seed=3)
     mask = torch.ones(6, 6, dtype=torch.bool)
-    first = block_attention(q, k, v, mask, 0.5)
+    first = ak.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     mask[:, 3:] = False
-    second = block_attention(q, k, v, mask, 0.5)
-    expected = torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask.clone(), scale=0.5
-    )
+    second = ak.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask.clone())
     torch.testing.assert_close(second, expected, rtol=1e-12, atol=1e-12)
     assert not torch.allclose(first, second)

@@ -47,10 +47,12 @@ def test_registry_lists_every_adapter() -> None:
 def test_adapter_imports_from_package(name: str) -> None:
     module = importlib.import_module(f"attnkit.backends.{name}")
     assert module.__name__ == f"attnkit.backends.{name}"
-    assert module.NAME == name
-    missing = [attr for attr in ADAPTER_API if not hasattr(module, attr)]
+    backend = module.BACKEND
+    assert isinstance(backend, backends.Backend) and backend.NAME == name
+    assert isinstance(backend.kernels, backends.Kernels)
+    missing = [attr for attr in ADAPTER_API if not hasattr(backend, attr)]
     assert not missing, f"attnkit.backends.{name} lacks {missing}"
-    assert backends.load(name) is module
+    assert backends.load(name) is backend
 
 
 @pytest.mark.parametrize("name", NAMES)

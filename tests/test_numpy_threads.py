@@ -14,10 +14,11 @@ import threading
 import numpy as np
 import pytest
 from _helpers import numpy_attention64
-from attnkit.backends.numpy import fused, threads
+from attnkit.backends.numpy import kernel as fused
+from attnkit.backends.numpy import threads
 
 import attnkit as ak
-from attnkit.dense import choose_block_size
+from attnkit.blocked.cost import choose_block_size
 
 
 def _err(out, ref) -> float:
@@ -246,15 +247,13 @@ def test_concurrent_attention_calls(with_threads):
 def test_block_size_counts_only_the_scores_held():
     """The kernel holds one slice per thread, so the executor's blocks may be larger than
     with all heads' scores in memory, within the same budget."""
-    from attnkit._validate import prepare
-    from attnkit.attention import _block_kernel
+    from _helpers import problem
 
     rng = np.random.default_rng()
     q = rng.standard_normal((1, 8, 4096, 64)).astype("float32")
-    p = prepare(q, q, q, None, 0.0, False, None, False, "top_left", None, 0, 0, None, "auto")
-    p.block_kernel = _block_kernel(p)
-    assert p.block_kernel is not None
-    held = choose_block_size(p, (1, 8))
-    p.block_kernel = None
-    every_head = choose_block_size(p, (1, 8))
+    p = problem(q, q, q)
+    kernels = p.backend.kernels
+    assert kernels.block_held_scores is not None
+    held = choose_block_size(p, (1, 8), kernels)
+    every_head = choose_block_size(p, (1, 8), None)
     assert held > every_head, (held, every_head)

@@ -1,9 +1,9 @@
 """Backward memory of the blocked executor: each block is recomputed, not stored.
 
 With several query blocks whose scores would add up to more than
-``dense.RECOMPUTE_ABOVE_ELEMENTS``, ``torch.utils.checkpoint`` / ``jax.checkpoint`` wrap each
-block (``backends/<name>.recompute_block``), so the backward pass holds one block's
-scores at a time instead of all L x S of them. Gradients must equal the float64
+``attnkit.blocked.cost.RECOMPUTE_ABOVE_ELEMENTS``, ``torch.utils.checkpoint`` /
+``jax.checkpoint`` wrap each block (``Backend.recompute_block``), so the backward pass
+holds one block's scores at a time instead of all L x S of them. Gradients must equal the float64
 reference; peak memory is measured in a fresh process (glibc's mmap threshold fixed so
 that freed blocks go back to the system and the resident peak reflects live memory).
 """
@@ -17,7 +17,8 @@ import pytest
 from _helpers import PROC_STATUS, printed_int, x64
 
 import attnkit as ak
-from attnkit import backends, dense
+from attnkit import backends
+from attnkit.blocked import cost
 
 torch = pytest.importorskip("torch")
 
@@ -35,8 +36,7 @@ def test_torch_recomputed_blocks_give_reference_gradients(
         return original(fn, *inputs)
 
     monkeypatch.setattr(adapter, "recompute_block", counting)
-    monkeypatch.setattr(dense, "RECOMPUTE_ABOVE_ELEMENTS", 0)  # recompute even tiny problems
-    monkeypatch.setattr(ak.attention, "_KERNELS", {})  # look the patched function up again
+    monkeypatch.setattr(cost, "RECOMPUTE_ABOVE_ELEMENTS", 0)  # recompute even tiny problems
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 3, 61, 8, generator=g, dtype=torch.float64) for _ in range(3))
     grads = []
@@ -68,11 +68,11 @@ def test_jax_recomputed_blocks_give_reference_gradients() -> None:
 
             return jax.jit(jax.grad(f, argnums=(0, 1, 2)))(q, k, v)
 
-        dense.RECOMPUTE_ABOVE_ELEMENTS, saved = 0, dense.RECOMPUTE_ABOVE_ELEMENTS
+        cost.RECOMPUTE_ABOVE_ELEMENTS, saved = 0, cost.RECOMPUTE_ABOVE_ELEMENTS
         try:
             pairs = zip(loss("generic", 8), loss("reference", None), strict=True)
         finally:
-            dense.RECOMPUTE_ABOVE_ELEMENTS = saved
+            cost.RECOMPUTE_ABOVE_ELEMENTS = saved
         for a, b in pairs:
             assert float(abs(a - b).max()) <= 1e-12
 
@@ -80,12 +80,11 @@ def test_jax_recomputed_blocks_give_reference_gradients() -> None:
 _PEAK = (
     PROC_STATUS
     + """
-import sys, torch, attnkit as ak, attnkit.attention as A, attnkit.dense as D
+import sys, torch, attnkit as ak, attnkit.backends as B, attnkit.blocked.cost as D
 D.RECOMPUTE_ABOVE_ELEMENTS = 2**24  # 2 x 4096 x 4096 = 2**25 score elements: recomputed
 
 if sys.argv[1] == "off":
-    kernel = A._kernel
-    A._kernel = lambda xp, name: None if name == "recompute_block" else kernel(xp, name)
+    B.load("torch").recompute_block = None
 # warm-up: the first recomputed backward loads code (tens of MiB resident for good)
 D.RECOMPUTE_ABOVE_ELEMENTS = 0
 w = [torch.randn(1, 2, 256, 16, requires_grad=True) for _ in range(3)]

@@ -1,4 +1,4 @@
-"""PyTorch's run kernel (backends/torch/fused.py ``block_run``): the interior of a window
+"""PyTorch's run kernel (backends/torch/kernels.py ``block_run``): the interior of a window
 in one SDPA call. Checked against the generic executor and the float64 reference (outputs
 and gradients, the backward pass in several pieces, torch.func), its dispatch (one SDPA
 call for the run), its fallbacks, and its backward memory in a fresh process.
@@ -12,8 +12,9 @@ import pytest
 from _helpers import PROC_STATUS, printed_int
 
 import attnkit as ak
-from attnkit import dense, masks
-from attnkit.runs import Run
+from attnkit import masks
+from attnkit.blocked import executor
+from attnkit.blocked.translated_runs import Run
 
 torch = pytest.importorskip("torch")
 
@@ -21,13 +22,13 @@ torch = pytest.importorskip("torch")
 @pytest.fixture
 def runs(monkeypatch: pytest.MonkeyPatch) -> list[Run]:
     seen: list[Run] = []
-    real = dense._attend_run
+    real = executor._attend_run
 
-    def spy(p, ops, run):
+    def spy(p, ops, kernels, run):
         seen.append(run)
-        return real(p, ops, run)
+        return real(p, ops, kernels, run)
 
-    monkeypatch.setattr(dense, "_attend_run", spy)
+    monkeypatch.setattr(executor, "_attend_run", spy)
     return seen
 
 
@@ -135,9 +136,11 @@ def test_torch_run_fallbacks(monkeypatch: pytest.MonkeyPatch, kwargs: dict) -> N
     kwargs = dict(kwargs)
     q, k, v = _qkv((1, 4, 300, 16), (1, 4 // (2 if kwargs.get("enable_gqa") else 1), 300, 16))
     if kwargs.pop("declined", False):
-        from attnkit.backends.torch import fused
+        import dataclasses
 
-        monkeypatch.setattr(fused, "block_run", lambda *args: None)
+        backend = ak.backends.load("torch")
+        declining = dataclasses.replace(backend.kernels, run=lambda *args: None)
+        monkeypatch.setattr(backend, "kernels", declining)
     if kwargs.get("attn_mask") == "dense":
         kwargs["attn_mask"] = torch.rand(300, 300, generator=torch.Generator().manual_seed(1)) > 0.2
     out = ak.scaled_dot_product_attention(q, k, v, window=(40, 40), **kwargs)
@@ -150,9 +153,9 @@ def test_torch_run_fallbacks(monkeypatch: pytest.MonkeyPatch, kwargs: dict) -> N
 def test_torch_run_gradients_in_pieces(monkeypatch: pytest.MonkeyPatch, runs: list, needs: str):
     """The backward pass in pieces of a few blocks each (not one) equals the float64
     reference for every operand that asks for a gradient."""
-    from attnkit.backends.torch import fused
+    from attnkit.backends.torch import kernels
 
-    monkeypatch.setattr(fused, "GRAD_PIECE_ELEMENTS", 3 * 2 * 2 * 100 * 16)  # 3 blocks a piece
+    monkeypatch.setattr(kernels, "GRAD_PIECE_ELEMENTS", 3 * 2 * 2 * 100 * 16)  # 3 blocks a piece
     base = _qkv((2, 2, 357, 16), (2, 2, 357, 16), seed=4)
     weight = torch.randn(357, 16, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     grads = []
@@ -192,9 +195,9 @@ _PEAK = (
     PROC_STATUS
     + """
 import sys, torch, attnkit as ak
-from attnkit.backends.torch import fused
+from attnkit.backends.torch import kernels
 
-fused.GRAD_PIECE_ELEMENTS = 2**40 if sys.argv[1] == "one-piece" else 2**21  # 8 MiB pieces
+kernels.GRAD_PIECE_ELEMENTS = 2**40 if sys.argv[1] == "one-piece" else 2**21  # 8 MiB pieces
 w = [torch.randn(1, 2, 512, 16, requires_grad=True) for _ in range(3)]  # warm-up
 ak.scaled_dot_product_attention(*w, window=(128, 128)).sum().backward()
 q, k, v = (torch.randn(1, 4, 16384, 64, requires_grad=True) for _ in range(3))

@@ -1,49 +1,17 @@
-"""JAX adapter: dropout draws from a PRNG key; each block folds in its stream number."""
+"""The JAX backend: dropout draws from a PRNG key; each block folds in its stream number;
+``jax.checkpoint`` recomputes blocks in the backward pass."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from attnkit.errors import ArgumentTypeError
-from attnkit.shapes import type_name as _kind
+from attnkit.shapes import type_name
 
-__all__ = [
-    "NAME",
-    "available",
-    "block_overhead_elements",
-    "check_rng",
-    "dropout_keep",
-    "from_numpy",
-    "install_hint",
-    "make_rng",
-    "namespace",
-    "normal",
-    "recompute_block",
-    "split_rng",
-    "synchronize",
-    "to_numpy",
-    "uniform",
-]
+from .. import Backend
 
-NAME = "jax"
-install_hint = 'pip install "attnkit[jax]"  (or: pip install jax)'
-
-#: The fixed cost of one query block of the generic executor, in score elements of work
-#: (attnkit.dense.choose_block_size; 20,000 by default, from eager PyTorch and NumPy).
-#: Under jax.jit each block is a dozen XLA operations of its own, each dispatched by the
-#: runtime and each compiled: at L = 16384, 8 heads, head size 64, window 256, blocks of
-#: 128 rows ran in 204 ms against 221 ms for blocks of 64 (110 and 109 ms at 8192), and
-#: compiled in 11 s against 22 s. This cost makes 128 rows the choice there (the best
-#: block for a window W is about sqrt(overhead / heads)).
-block_overhead_elements = 131_072
-
-
-def available() -> bool:
-    try:
-        import jax  # noqa: F401
-    except ImportError:
-        return False
-    return True
+__all__ = ["BACKEND", "JaxBackend"]
 
 
 def _is_key(rng: Any) -> bool:
@@ -57,88 +25,108 @@ def _is_key(rng: Any) -> bool:
     return rng.dtype == jnp.uint32 and rng.shape == (2,)
 
 
-def check_rng(rng: Any, like: Any = None) -> None:
-    """Raise unless ``rng`` is a generator this backend can draw from for ``like``."""
-    if not _is_key(rng):
-        shape = getattr(rng, "shape", None)
-        raise ArgumentTypeError(
-            f"rng must be a single JAX PRNG key for JAX arrays, got {_kind(rng)}"
-            f"{'' if shape is None else f' of shape {tuple(shape)}'}; create one with "
-            "jax.random.key(seed) (split it yourself between calls: JAX keys are not stateful)."
-        )
+class JaxBackend(Backend):
+    NAME = "jax"
+    install_hint = 'pip install "attnkit[jax]"  (or: pip install jax)'
+    #: The fixed cost of one query block of the generic executor, in score elements of
+    #: work (attnkit.blocked.cost; 20,000 by default, from eager PyTorch and NumPy). Under
+    #: jax.jit each block is a dozen XLA operations of its own, each dispatched by the
+    #: runtime and each compiled: at L = 16384, 8 heads, head size 64, window 256, blocks
+    #: of 128 rows ran in 204 ms against 221 ms for blocks of 64 (110 and 109 ms at 8192),
+    #: and compiled in 11 s against 22 s. This cost makes 128 rows the choice there (the
+    #: best block for a window W is about sqrt(overhead / heads)).
+    block_overhead_elements = 131_072
+
+    def available(self) -> bool:
+        try:
+            import jax  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    def namespace(self) -> Any:
+        import jax.numpy as xp
+
+        return xp
+
+    def from_numpy(self, a: Any, dtype: str, device: Any = None) -> Any:
+        import jax.numpy as jnp
+        import numpy as np
+
+        return jnp.asarray(np.asarray(a, dtype="float64"), dtype=getattr(jnp, dtype))
+
+    def to_numpy(self, x: Any) -> Any:
+        import jax.numpy as jnp
+        import numpy as np
+
+        if x.dtype in (jnp.bfloat16, jnp.float16):
+            x = x.astype(jnp.float32)
+        return np.asarray(x)
+
+    def synchronize(self, x: Any) -> None:
+        if hasattr(x, "block_until_ready"):
+            x.block_until_ready()
+
+    def check_rng(self, rng: Any, like: Any = None) -> None:
+        if not _is_key(rng):
+            shape = getattr(rng, "shape", None)
+            raise ArgumentTypeError(
+                f"rng must be a single JAX PRNG key for JAX arrays, got {type_name(rng)}"
+                f"{'' if shape is None else f' of shape {tuple(shape)}'}; create one with "
+                "jax.random.key(seed) (split it yourself between calls: JAX keys are not "
+                "stateful)."
+            )
+
+    def make_rng(self, seed: int) -> Any:
+        import jax
+
+        return jax.random.key(seed)
+
+    def dropout_keep(
+        self, rng: Any, shape: tuple[int, ...], keep_prob: float, *, like: Any, stream: int
+    ) -> Any:
+        import jax
+
+        return jax.random.bernoulli(jax.random.fold_in(rng, stream), keep_prob, shape)
+
+    def normal(self, rng: Any, shape: tuple[int, ...], *, dtype: Any, device: Any = None) -> Any:
+        """Standard normal draws of ``shape`` from the key ``rng``."""
+        import jax
+
+        out = jax.random.normal(rng, shape, dtype)
+        return out if device is None else jax.device_put(out, device)
+
+    def uniform(
+        self,
+        rng: Any,
+        shape: tuple[int, ...],
+        low: float,
+        high: float,
+        *,
+        dtype: Any,
+        device: Any = None,
+    ) -> Any:
+        """Uniform draws on ``[low, high)`` of ``shape`` from the key ``rng``."""
+        import jax
+
+        out = jax.random.uniform(rng, shape, dtype, low, high)
+        return out if device is None else jax.device_put(out, device)
+
+    def split_rng(self, rng: Any, n: int) -> list[Any]:
+        """``n`` independent keys (``jax.random.split``)."""
+        import jax
+
+        return list(jax.random.split(rng, n))
+
+    def recompute_block(self, fn: Callable[[], Any], *inputs: Any) -> Any:
+        """``fn()`` under ``jax.checkpoint`` when traced (under ``jit``/``grad``), so that
+        reverse-mode autodiff recomputes the block instead of storing its scores; eagerly
+        evaluated blocks run as they are."""
+        import jax
+
+        if any(isinstance(x, jax.core.Tracer) for x in inputs):
+            return jax.checkpoint(fn)()
+        return fn()
 
 
-def dropout_keep(rng: Any, shape: tuple[int, ...], keep_prob: float, *, like: Any, stream: int):
-    import jax
-
-    return jax.random.bernoulli(jax.random.fold_in(rng, stream), keep_prob, shape)
-
-
-def from_numpy(a: Any, dtype: str) -> Any:
-    import jax.numpy as jnp
-    import numpy as np
-
-    return jnp.asarray(np.asarray(a, dtype="float64"), dtype=getattr(jnp, dtype))
-
-
-def to_numpy(x: Any) -> Any:
-    import jax.numpy as jnp
-    import numpy as np
-
-    if x.dtype in (jnp.bfloat16, jnp.float16):
-        x = x.astype(jnp.float32)
-    return np.asarray(x)
-
-
-def make_rng(seed: int) -> Any:
-    import jax
-
-    return jax.random.key(seed)
-
-
-def synchronize(x: Any) -> None:
-    if hasattr(x, "block_until_ready"):
-        x.block_until_ready()
-
-
-def normal(rng: Any, shape: tuple[int, ...], *, dtype: Any, device: Any = None) -> Any:
-    """Standard normal draws of ``shape`` from the key ``rng``."""
-    import jax
-
-    out = jax.random.normal(rng, shape, dtype)
-    return out if device is None else jax.device_put(out, device)
-
-
-def uniform(
-    rng: Any, shape: tuple[int, ...], low: float, high: float, *, dtype: Any, device: Any = None
-) -> Any:
-    """Uniform draws on ``[low, high)`` of ``shape`` from the key ``rng``."""
-    import jax
-
-    out = jax.random.uniform(rng, shape, dtype, low, high)
-    return out if device is None else jax.device_put(out, device)
-
-
-def split_rng(rng: Any, n: int) -> list[Any]:
-    """``n`` independent keys (``jax.random.split``)."""
-    import jax
-
-    return list(jax.random.split(rng, n))
-
-
-def namespace() -> Any:
-    """The array-API namespace of this backend (``jax.numpy``)."""
-    import jax.numpy as xp
-
-    return xp
-
-
-def recompute_block(fn: Any, *inputs: Any) -> Any:
-    """``fn()`` under ``jax.checkpoint`` when traced (under ``jit``/``grad``), so that
-    reverse-mode autodiff recomputes the block instead of storing its scores; eagerly
-    evaluated blocks run as they are."""
-    import jax
-
-    if any(isinstance(x, jax.core.Tracer) for x in inputs):
-        return jax.checkpoint(fn)()
-    return fn()
+BACKEND = JaxBackend()

@@ -1,4 +1,4 @@
-"""array-api-strict adapter: dropout draws from a ``numpy.random.Generator``.
+"""The array-api-strict backend: dropout draws from a ``numpy.random.Generator``.
 
 array-api-strict has no random numbers; the keep mask is drawn with NumPy and moved to
 the inputs' device, so device mix-ups still surface.
@@ -9,102 +9,88 @@ from __future__ import annotations
 from typing import Any
 
 from attnkit.errors import ArgumentTypeError
-from attnkit.shapes import type_name as _kind
+from attnkit.shapes import type_name
 
-__all__ = [
-    "NAME",
-    "available",
-    "check_rng",
-    "dropout_keep",
-    "from_numpy",
-    "install_hint",
-    "make_rng",
-    "namespace",
-    "normal",
-    "split_rng",
-    "synchronize",
-    "to_numpy",
-    "uniform",
-]
+from .. import Backend
 
-NAME = "strict"
-install_hint = 'pip install "attnkit[strict]"  (or: pip install array-api-strict)'
+__all__ = ["BACKEND", "StrictBackend"]
 
 
-def available() -> bool:
-    try:
-        import array_api_strict  # noqa: F401
-    except ImportError:
-        return False
-    return True
+class StrictBackend(Backend):
+    NAME = "strict"
+    install_hint = 'pip install "attnkit[strict]"  (or: pip install array-api-strict)'
+
+    def available(self) -> bool:
+        try:
+            import array_api_strict  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    def namespace(self) -> Any:
+        import array_api_strict as xp
+
+        return xp
+
+    def from_numpy(self, a: Any, dtype: str, device: Any = None) -> Any:
+        import array_api_strict as xp
+        import numpy as np
+
+        return xp.asarray(np.asarray(a, dtype=dtype), device=device)
+
+    def to_numpy(self, x: Any) -> Any:
+        import array_api_strict as xp
+        import numpy as np
+
+        return np.asarray(x.to_device(xp.Device("CPU_DEVICE")))
+
+    def check_rng(self, rng: Any, like: Any = None) -> None:
+        import numpy as np
+
+        if not isinstance(rng, np.random.Generator):
+            raise ArgumentTypeError(
+                "rng must be a numpy.random.Generator for array-api-strict arrays, got "
+                f"{type_name(rng)}; create one with numpy.random.default_rng(seed)."
+            )
+
+    def make_rng(self, seed: int) -> Any:
+        import numpy as np
+
+        return np.random.default_rng(seed)
+
+    def dropout_keep(
+        self, rng: Any, shape: tuple[int, ...], keep_prob: float, *, like: Any, stream: int
+    ) -> Any:
+        import array_api_strict as xp
+
+        keep = rng.random(shape, dtype="float32") < keep_prob
+        return xp.asarray(keep, device=like.device)
+
+    def normal(self, rng: Any, shape: tuple[int, ...], *, dtype: Any, device: Any = None) -> Any:
+        """Standard normal draws of ``shape``, drawn with NumPy in float64 (as the NumPy
+        backend draws them, so both give the same numbers for the same seed)."""
+        import array_api_strict as xp
+
+        return xp.asarray(rng.standard_normal(shape), dtype=dtype, device=device)
+
+    def uniform(
+        self,
+        rng: Any,
+        shape: tuple[int, ...],
+        low: float,
+        high: float,
+        *,
+        dtype: Any,
+        device: Any = None,
+    ) -> Any:
+        """Uniform draws on ``[low, high)`` of ``shape``, drawn with NumPy in float64."""
+        import array_api_strict as xp
+
+        return xp.asarray(rng.uniform(low, high, shape), dtype=dtype, device=device)
+
+    def split_rng(self, rng: Any, n: int) -> list[Any]:
+        """``n`` independent generators spawned from ``rng`` (``Generator.spawn``)."""
+        return list(rng.spawn(n))
 
 
-def check_rng(rng: Any, like: Any = None) -> None:
-    """Raise unless ``rng`` is a generator this backend can draw from for ``like``."""
-    import numpy as np
-
-    if not isinstance(rng, np.random.Generator):
-        raise ArgumentTypeError(
-            "rng must be a numpy.random.Generator for array-api-strict arrays, got "
-            f"{_kind(rng)}; create one with numpy.random.default_rng(seed)."
-        )
-
-
-def dropout_keep(rng: Any, shape: tuple[int, ...], keep_prob: float, *, like: Any, stream: int):
-    import array_api_strict as xp
-
-    keep = rng.random(shape, dtype="float32") < keep_prob
-    return xp.asarray(keep, device=like.device)
-
-
-def from_numpy(a: Any, dtype: str, device: Any = None) -> Any:
-    import array_api_strict as xp
-    import numpy as np
-
-    return xp.asarray(np.asarray(a, dtype=dtype), device=device)
-
-
-def to_numpy(x: Any) -> Any:
-    import array_api_strict as xp
-    import numpy as np
-
-    return np.asarray(x.to_device(xp.Device("CPU_DEVICE")))
-
-
-def make_rng(seed: int) -> Any:
-    import numpy as np
-
-    return np.random.default_rng(seed)
-
-
-def synchronize(x: Any) -> None:
-    return None
-
-
-def normal(rng: Any, shape: tuple[int, ...], *, dtype: Any, device: Any = None) -> Any:
-    """Standard normal draws of ``shape``, drawn with NumPy in float64 (as the NumPy
-    adapter draws them, so both give the same numbers for the same seed)."""
-    import array_api_strict as xp
-
-    return xp.asarray(rng.standard_normal(shape), dtype=dtype, device=device)
-
-
-def uniform(
-    rng: Any, shape: tuple[int, ...], low: float, high: float, *, dtype: Any, device: Any = None
-) -> Any:
-    """Uniform draws on ``[low, high)`` of ``shape``, drawn with NumPy in float64."""
-    import array_api_strict as xp
-
-    return xp.asarray(rng.uniform(low, high, shape), dtype=dtype, device=device)
-
-
-def split_rng(rng: Any, n: int) -> list[Any]:
-    """``n`` independent generators spawned from ``rng`` (``Generator.spawn``)."""
-    return list(rng.spawn(n))
-
-
-def namespace() -> Any:
-    """The array-API namespace of this backend (``array_api_strict``)."""
-    import array_api_strict as xp
-
-    return xp
+BACKEND = StrictBackend()

@@ -6,15 +6,17 @@ The same code runs on NumPy, PyTorch, JAX and any array-API library (through
     import attnkit as ak
     out = ak.scaled_dot_product_attention(query, key, value, is_causal=True)
 
-Modules: :mod:`attnkit.attention` (the entry point), :mod:`attnkit.dense` (the blocked
-executor), :mod:`attnkit.reference` (the plain formula), :mod:`attnkit.softmax`,
+Modules: :mod:`attnkit.attention` (the entry point), :mod:`attnkit.explain` (what a
+call runs), :mod:`attnkit.blocked` (the blocked executor), :mod:`attnkit.reference`
+(the plain formula), :mod:`attnkit.softmax`,
 :mod:`attnkit.masks` (structured masks: causal, windows, padding, documents, global
 tokens, BigBird, block-sparse), :mod:`attnkit.score_mods` (ALiBi, soft-capping),
 :mod:`attnkit.merge`
 (log-sum-exp merging), :mod:`attnkit.multi_head` (projections, heads, GQA),
 :mod:`attnkit.multi_head_init`, :mod:`attnkit.rope` (rotary embeddings),
 :mod:`attnkit.kv_cache` (incremental decoding), :mod:`attnkit.approx` (Linformer,
-Performer, Nystromformer), :mod:`attnkit.errors`, :mod:`attnkit.cli`.
+Performer, Nystromformer), :mod:`attnkit.rollout` (aggregating attention weights,
+rollout), :mod:`attnkit.errors`. The command line is the application, :mod:`attnkit.app`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from .errors import (
     ParameterError,
     ShapeError,
 )
+from .explain import AttentionPlan, explain
 from .kv_cache import KVCache, append_kv, init_kv_cache
 from .merge import merge_partials
 from .multi_head import MultiHeadOutput, MultiHeadParams, multi_head_attention
@@ -45,6 +48,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentTypeError",
+    "AttentionPlan",
     "AttentionWithLSE",
     "AttentionWithWeights",
     "AttentionWithWeightsAndLSE",
@@ -62,6 +66,7 @@ __all__ = [
     "append_kv",
     "apply_rope",
     "approx",
+    "explain",
     "init_kv_cache",
     "init_multi_head_params",
     "masks",
@@ -70,3 +75,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "score_mods",
 ]
+
+# The composition root: the backends register their lookup with the math
+# (attnkit.registry), so the math finds them without importing them.
+from . import backends as backends

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ._validate import Problem, check_flag, prepare, signature
-from .dense import blocked_attention
-from .errors import ParameterError
-from .reference import reference_attention
+from . import _dispatch
+from ._validate import validate
+from .problem import Problem
 
 __all__ = [
     "AttentionWithLSE",
@@ -107,7 +106,15 @@ def scaled_dot_product_attention(
             inputs' device, or a JAX PRNG key. The same rng state gives the same result
             for the same call.
         impl: ``"auto"`` (the best exact path), ``"generic"`` (the array-API blocked
-            executor), or ``"reference"`` (the plain full-matrix formula).
+            executor, :mod:`attnkit.blocked`), or ``"reference"`` (the plain full-matrix
+            formula, :mod:`attnkit.reference`). Under ``"auto"``: PyTorch runs
+            ``F.scaled_dot_product_attention`` for the whole call where its semantics
+            equal attnkit's (no dropout, weights, lse, window, structured mask or
+            score_mod; causal only top-left at offset 0), else the blocked executor with
+            SDPA on each block and on a window's interior; NumPy runs the blocked
+            executor with its reused-buffer block kernel; JAX and array-api-strict run
+            the blocked executor's array-API arithmetic (under ``jax.jit``, XLA fuses
+            it). :func:`attnkit.explain` says which path a call takes and why.
         block_size: query rows per block for the blocked executor; default chosen so a
             block's scores stay within 16 MiB. Results do not depend on it, except the
             dropout pattern, which is drawn block by block.
@@ -143,128 +150,42 @@ def scaled_dot_product_attention(
         DeviceMismatchError, ParameterError (``ValueError``/``TypeError`` subclasses),
         before any work, naming the argument, its shape and the fix.
     """
-    if type(return_weights) is not bool or type(return_lse) is not bool:
-        check_flag("return_weights", return_weights)
-        check_flag("return_lse", return_lse)
-    if block_size is not None and (type(block_size) is not int or block_size < 1):
-        raise ParameterError(f"block_size must be a positive int or None, got {block_size!r}.")
-    fast = impl == "auto" and not (return_weights or return_lse)
-    sig = None
-    if fast and attn_mask is None and window is None and score_mod is None and block_size is None:
-        if type(dropout_p) in (float, int) and dropout_p == 0:
-            sig = signature(query, key, value, is_causal, scale, enable_gqa,
-                            causal_alignment, q_offset, kv_offset, impl)  # fmt: skip
-            plan = _PLANS.get(sig) if sig is not None else None
-            if plan is not None:  # a signature seen before: validated, the kernel chosen
-                out = plan(query, key, value)
-                if out is not None:  # None: this call's values need the generic path
-                    return out
-    problem = prepare(
-        query,
-        key,
-        value,
-        attn_mask,
-        dropout_p,
-        is_causal,
-        scale,
-        enable_gqa,
-        causal_alignment,
-        window,
-        q_offset,
-        kv_offset,
-        rng,
-        impl,
-        score_mod,
-        sig,  # computed above for a plain call, else None
-    )
-    if fast:
-        fused = _fused(problem)
-        if fused is not None:
-            if sig is not None:
-                _remember_plan(sig, problem)
-            return fused
-        if problem.dropout_p == 0 and problem.score_mod is None:
-            problem.block_kernel = _block_kernel(problem)
-    if impl == "reference":
-        out, weights, lse = reference_attention(problem)
-    else:
-        # Without weights or dropout, autodiff may recompute each block in the backward
-        # pass instead of storing its (Bq, Sk) intermediates: backward memory then grows
-        # with the attended pairs too (a backend's optional ``recompute_block``).
-        plain = not return_weights and problem.dropout_p == 0
-        recompute = _kernel(problem.xp, "recompute_block") if plain else None
-        out, weights, lse = blocked_attention(problem, return_weights, block_size, recompute)
-    out = _finish(problem, out, problem.Ev)
-    if not (return_weights or return_lse):
+    out, sig = _dispatch.planned(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                 enable_gqa, causal_alignment, window, return_weights,
+                                 return_lse, q_offset, kv_offset, impl, block_size,
+                                 score_mod)  # fmt: skip
+    if out is not None:  # a plain call of a signature seen before, straight to its kernel
         return out
-    if return_weights:
-        weights = _finish(problem, weights, problem.S)
-        if not return_lse:
+    problem = _dispatch.known_problem(sig, query, key, value) or validate(
+        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+        causal_alignment, window, return_weights, return_lse, q_offset, kv_offset, rng,
+        impl, block_size, score_mod,
+    )  # fmt: skip
+    out, weights, lse = _dispatch.attend(problem, sig)
+    return _finish(problem, out, weights, lse)
+
+
+def _finish(p: Problem, out: Any, weights: Any, lse: Any) -> Any:
+    """The caller's dtype and shapes (..., Hq, L, Ev): the GQA axes merged, broadcast
+    leading dims expanded; the result type the flags ask for."""
+    out = _shaped(p, out, (p.L, p.Ev), p.dtype)
+    if not (p.need_weights or p.need_lse):
+        return out
+    if p.need_weights:
+        weights = _shaped(p, weights, (p.L, p.S), p.dtype)
+        if not p.need_lse:
             return AttentionWithWeights(out, weights)
-    lse = _finish_lse(problem, lse)
-    if not return_weights:
+    lse = _shaped(p, lse, (p.L,), lse.dtype)  # float32 for 16-bit inputs
+    if not p.need_weights:
         return AttentionWithLSE(out, lse)
     return AttentionWithWeightsAndLSE(out, weights, lse)
 
 
-_KERNELS: dict[tuple[int, str], Any] = {}
-
-
-def _kernel(xp: Any, name: str) -> Any:
-    """The optional function ``name`` of the backend adapter for ``xp`` (looked up once)."""
-    key = (id(xp), name)
-    if key not in _KERNELS:
-        from . import backends
-
-        backend = backends.name_or_none(xp)
-        _KERNELS[key] = None if backend is None else getattr(backends.load(backend), name, None)
-    return _KERNELS[key]
-
-
-def _fused(p: Problem) -> Any:
-    """A backend's fused kernel where its semantics match exactly, else None."""
-    kernel = _kernel(p.xp, "fused_attention")
-    return None if kernel is None else kernel(p)
-
-
-#: For plain calls (no mask, window, dropout, score_mod, weights or lse) by signature
-#: (:func:`attnkit._validate.signature`: array type, shapes, dtypes, devices and scalar
-#: arguments): the backend's whole-call kernel with its arguments bound, from
-#: ``fused_plan``. A decoding loop then pays for validation and dispatch once. At most
-#: _PLANS_MAX entries.
-_PLANS: dict[tuple[Any, ...], Any] = {}
-_PLANS_MAX = 64
-
-
-def _remember_plan(sig: tuple[Any, ...], p: Problem) -> None:
-    """Keep the backend's ``fused_plan(p)`` (a function of query, key, value giving what
-    ``fused_attention(p)`` gave) for later calls of signature ``sig``."""
-    kernel = _kernel(p.xp, "fused_plan")
-    plan = None if kernel is None else kernel(p)
-    if plan is not None:
-        if len(_PLANS) >= _PLANS_MAX:
-            _PLANS.clear()
-        _PLANS[sig] = plan
-
-
-def _block_kernel(p: Problem) -> Any:
-    """A backend's fused kernel for one block of the generic executor, or None."""
-    return _kernel(p.xp, "block_attention")
-
-
-def _finish(p: Problem, x: Any, last: int) -> Any:
-    """Back to the caller's dtype and shape (..., Hq, L, last), GQA axes merged."""
+def _shaped(p: Problem, x: Any, tail: tuple[int, ...], dtype: Any) -> Any:
     xp = p.xp
-    if x.dtype != p.dtype:
-        x = xp.astype(x, p.dtype)
-    target = (*p.out_lead, p.L, last)
+    if x.dtype != dtype:
+        x = xp.astype(x, dtype)
+    target = (*p.out_lead, *tail)
     if tuple(x.shape) != target:
         x = xp.reshape(x, target) if p.gqa_groups > 1 else xp.broadcast_to(x, target)
     return x
-
-
-def _finish_lse(p: Problem, lse: Any) -> Any:
-    target = (*p.out_lead, p.L)
-    if tuple(lse.shape) != target:
-        lse = p.xp.reshape(lse, target) if p.gqa_groups > 1 else p.xp.broadcast_to(lse, target)
-    return lse

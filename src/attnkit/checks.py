@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 from .errors import ParameterError
@@ -15,6 +16,7 @@ from .errors import ParameterError
 __all__ = [
     "ALIGNMENTS",
     "check_alignment",
+    "check_choice",
     "check_dropout_p",
     "check_flag",
     "check_int",
@@ -50,6 +52,15 @@ def check_flag(name: str, value: Any) -> bool:
         raise ParameterError(
             f"{name} must be True or False, got {value!r} ({type(value).__name__}); pass a "
             f"bool (e.g. {name}=bool(...))."
+        )
+    return value
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    """A string argument that must be one of ``choices`` (``how="mean"``, say)."""
+    if not isinstance(value, str) or value not in choices:
+        raise ParameterError(
+            f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}."
         )
     return value
 

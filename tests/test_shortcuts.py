@@ -1,4 +1,4 @@
-"""The executor's two exact shortcuts (attnkit.dense): no row maximum when the
+"""The executor's two exact shortcuts (attnkit.blocked.shortcuts): no row maximum when the
 Cauchy-Schwarz bound proves every score small, and the row sums out of ``e @ [v | 1]``.
 
 Each case is compared with an independent float64 NumPy formula; the bound's decision
@@ -12,10 +12,10 @@ import math
 
 import numpy as np
 import pytest
+from _helpers import problem
 
 import attnkit as ak
-from attnkit import dense
-from attnkit._validate import prepare
+from attnkit.blocked import operands, shortcuts
 
 TOL = {"float32": 2e-6, "float64": 1e-12}
 
@@ -35,8 +35,7 @@ def _reference(q, k, v, allowed=None, scale=None):
 
 
 def _problem(q, k, v, **kw):
-    return prepare(q, k, v, None, 0.0, False, kw.get("scale"), False, "top_left",
-                   kw.get("window"), 0, 0, None, "generic")  # fmt: skip
+    return problem(q, k, v, impl="generic", **kw)
 
 
 def _rel_err(out, ref):
@@ -56,7 +55,7 @@ def _tol(dtype, q, k, scale=None):
 def test_limit_keeps_every_exp_normal_and_finite(dtype):
     info = np.finfo(dtype)
     for S in (1, 128, 4096, 10**6):
-        t = dense.shift_free_limit(info, S)
+        t = shortcuts.shift_free_limit(info, S)
         assert t > 10, f"limit {t} too small to be useful at S={S}"
         assert S * math.exp(t) <= float(info.max) / 8 * (1 + 1e-9)
         assert math.exp(-t) >= float(info.smallest_normal) * 8 * (1 - 1e-9)
@@ -66,17 +65,17 @@ def test_limit_keeps_every_exp_normal_and_finite(dtype):
 def test_bound_decides_both_ways(dtype):
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((2, 256, 64)).astype(dtype) for _ in range(3))
-    ops = dense.prepare_operands(_problem(q, k, v), shortcuts=True)
+    ops = operands.prepare_operands(_problem(q, k, v), None, shortcuts=True)
     assert ops.shift_free, "random normal scores are far below the limit"
     assert ops.value_ones is not None and ops.value_ones.shape == (2, 256, 65)
-    big = dense.prepare_operands(_problem(q * 40, k * 40, v), shortcuts=True)
+    big = operands.prepare_operands(_problem(q * 40, k * 40, v), None, shortcuts=True)
     assert not big.shift_free, "scores up to ~1e4 must keep the row maximum"
     bad = q.copy()
     bad[0, 3, 5] = np.nan
-    assert not dense.prepare_operands(_problem(bad, k, v), shortcuts=True).shift_free
-    short = dense.prepare_operands(_problem(q[:, :8], k, v), shortcuts=True)
+    assert not operands.prepare_operands(_problem(bad, k, v), None, shortcuts=True).shift_free
+    short = operands.prepare_operands(_problem(q[:, :8], k, v), None, shortcuts=True)
     assert not short.shift_free, "L < 2E: the norms would cost more than they save"
-    plain = dense.prepare_operands(_problem(q, k, v))
+    plain = operands.prepare_operands(_problem(q, k, v), None)
     assert not plain.shift_free and plain.value_ones is None
 
 
@@ -155,6 +154,6 @@ def test_max_square_norm_in_chunks_keeps_nan():
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 20000, 64))  # 2 chunks of 16384 rows
     expected = float(np.max(np.sum(x * x, axis=-1)))
-    assert dense._max_square_norm(xp, x, float) == pytest.approx(expected, rel=1e-12)
+    assert shortcuts._max_square_norm(xp, x, float) == pytest.approx(expected, rel=1e-12)
     x[1, 19000, 3] = np.nan  # in the second chunk
-    assert math.isnan(dense._max_square_norm(xp, x, float))
+    assert math.isnan(shortcuts._max_square_norm(xp, x, float))

@@ -1,4 +1,4 @@
-"""The validation of plain calls is reused by signature (attnkit._validate): a decoding
+"""The validation of plain calls is reused by signature (attnkit._dispatch): a decoding
 loop pays for its checks once, yet every call that differs is still checked in full,
 and no array outlives its call."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import attnkit as ak
-from attnkit import _validate
+from attnkit import _dispatch
 from attnkit.errors import DTypeError, ParameterError, ShapeError
 
 torch = pytest.importorskip("torch")
@@ -27,10 +27,10 @@ def _qkv(L=1, S=16, dtype=torch.float32, seed=0):
 
 
 def test_reused_validation_gives_the_same_results():
-    _validate._VALIDATED.clear()
+    _dispatch._VALIDATED.clear()
     q, k, v = _qkv()
     first = ak.scaled_dot_product_attention(q, k, v)
-    assert len(_validate._VALIDATED) == 1
+    assert len(_dispatch._VALIDATED) == 1
     q2, k2, v2 = _qkv(seed=1)
     second = ak.scaled_dot_product_attention(q2, k2, v2)  # cached signature, new arrays
     expected = torch.nn.functional.scaled_dot_product_attention(q2, k2, v2)
@@ -39,7 +39,7 @@ def test_reused_validation_gives_the_same_results():
 
 
 def test_calls_that_differ_are_checked_in_full():
-    _validate._VALIDATED.clear()
+    _dispatch._VALIDATED.clear()
     q, k, v = _qkv()
     ak.scaled_dot_product_attention(q, k, v)
     with pytest.raises(DTypeError, match="key"):
@@ -55,7 +55,7 @@ def test_calls_that_differ_are_checked_in_full():
 
 
 def test_gqa_signature_reshapes_new_arrays():
-    _validate._VALIDATED.clear()
+    _dispatch._VALIDATED.clear()
     g = torch.Generator().manual_seed(2)
     for _ in range(2):
         q = torch.randn(1, 4, 3, 8, generator=g, dtype=torch.float64)
@@ -66,25 +66,23 @@ def test_gqa_signature_reshapes_new_arrays():
 
 
 def test_cache_keeps_no_arrays_and_stays_bounded():
-    _validate._VALIDATED.clear()
+    _dispatch._VALIDATED.clear()
     q, k, v = _qkv()
     refs = [weakref.ref(x) for x in (q, k, v)]
     ak.scaled_dot_product_attention(q, k, v)
     del q, k, v
     gc.collect()
     assert all(r() is None for r in refs), "the validation cache must not keep arrays alive"
-    for S in range(1, 2 * _validate._VALIDATED_MAX):
+    for S in range(1, 2 * _dispatch._CACHE_MAX):
         ak.scaled_dot_product_attention(*_qkv(S=S))
-    assert len(_validate._VALIDATED) <= _validate._VALIDATED_MAX
+    assert len(_dispatch._VALIDATED) <= _dispatch._CACHE_MAX
 
 
 @pytest.fixture
 def fresh_plans(monkeypatch: pytest.MonkeyPatch) -> dict:
-    from attnkit import attention
-
-    monkeypatch.setattr(attention, "_PLANS", {})
-    _validate._VALIDATED.clear()
-    return attention._PLANS
+    monkeypatch.setattr(_dispatch, "_PLANS", {})
+    _dispatch._VALIDATED.clear()
+    return _dispatch._PLANS
 
 
 @pytest.mark.parametrize(
@@ -99,7 +97,7 @@ def fresh_plans(monkeypatch: pytest.MonkeyPatch) -> dict:
 def test_seen_signature_goes_straight_to_sdpa(
     fresh_plans: dict, monkeypatch: pytest.MonkeyPatch, q_shape, kv_shape, kwargs
 ):
-    """The second call of a signature skips validation (prepare is not called) and gives
+    """The second call of a signature skips validation (validate is not called) and gives
     what SDPA gives on its own arrays; the first call fills the plan."""
     g = torch.Generator().manual_seed(3)
 
@@ -112,10 +110,10 @@ def test_seen_signature_goes_straight_to_sdpa(
     assert len(fresh_plans) == 1
     from attnkit import attention
 
-    def no_prepare(*args, **kw):
+    def no_validate(*args, **kw):
         raise AssertionError("a seen signature must not be validated again")
 
-    monkeypatch.setattr(attention, "prepare", no_prepare)
+    monkeypatch.setattr(attention, "validate", no_validate)
     q, k, v = draw()
     out = ak.scaled_dot_product_attention(q, k, v, **kwargs)
     monkeypatch.undo()
@@ -145,8 +143,6 @@ def test_plans_only_for_plain_calls(fresh_plans: dict):
 
 
 def test_plans_keep_no_arrays_and_stay_bounded(fresh_plans: dict):
-    from attnkit import attention
-
     q, k, v = _qkv()
     refs = [weakref.ref(x) for x in (q, k, v)]
     ak.scaled_dot_product_attention(q, k, v)
@@ -154,9 +150,9 @@ def test_plans_keep_no_arrays_and_stay_bounded(fresh_plans: dict):
     del q, k, v
     gc.collect()
     assert all(r() is None for r in refs), "the plans must not keep arrays alive"
-    for S in range(1, 2 * attention._PLANS_MAX):
+    for S in range(1, 2 * _dispatch._CACHE_MAX):
         ak.scaled_dot_product_attention(*_qkv(S=S))
-    assert 0 < len(fresh_plans) <= attention._PLANS_MAX
+    assert 0 < len(fresh_plans) <= _dispatch._CACHE_MAX
 
 
 def test_plan_calls_sdpa_as_patched(fresh_plans: dict, monkeypatch: pytest.MonkeyPatch):

@@ -9,7 +9,7 @@ the same number of keys, shifted by ``rows`` from one block to the next, through
                         keys    [k_lo + i*rows, k_lo + i*rows + width)
                         allowed tile (rows, width), the same for every i
 
-A backend kernel that attends all blocks of a run in one call (``block_kernel.run``; for
+A backend kernel that attends all blocks of a run in one call (``Kernels.run``; for
 PyTorch one ``F.scaled_dot_product_attention`` over a strided view of the keys, no copy)
 has no per-block dispatch to amortize, so the run takes small blocks (the kernel's
 ``run_rows``, 32 for PyTorch): each row then reads rows - 1 keys beyond its own window
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .masks import clip_ranges
+from ..masks import clip_ranges
 
 __all__ = ["Run", "find_run"]
 

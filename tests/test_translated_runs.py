@@ -1,5 +1,5 @@
-"""Runs of translated blocks (attnkit.runs): ``find_run`` against a brute-force scan of
-every block's key columns. The PyTorch kernel that attends a run is tested in
+"""Runs of translated blocks (attnkit.blocked.translated_runs): ``find_run`` against a
+brute-force scan of every block's key columns. The PyTorch kernel that attends a run is tested in
 test_torch_runs.py."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from attnkit import masks
+from attnkit.blocked.translated_runs import Run, find_run
 from attnkit.masks import Geometry, clip_ranges
-from attnkit.runs import Run, find_run
 
 
 def _problem(structure, L, S, q_offset=0, kv_offset=0):

@@ -1,4 +1,4 @@
-"""NumPy's per-block kernel (attnkit.backends.numpy.fused), used by impl="auto".
+"""NumPy's per-block kernel (attnkit.backends.numpy.kernel), used by impl="auto".
 
 Checked against an independent float64 formula on the cases it must handle: bool and
 additive masks with fully masked rows, GQA (shared key/value heads read as views),
@@ -7,14 +7,16 @@ broadcast leading dims, windows, and its scratch buffer reused across dtypes and
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 from _helpers import numpy_attention64
-from attnkit.backends.numpy import fused
+from attnkit.backends.numpy import kernel as fused
 
 import attnkit as ak
+from attnkit import backends
 
 TOL = {"float32": 3e-6, "float64": 1e-12}
 
@@ -37,7 +39,8 @@ def kernel_calls(monkeypatch):
         calls.append(out is not None)
         return out
 
-    monkeypatch.setattr(fused, "block_attention", spy)
+    backend = backends.load("numpy")
+    monkeypatch.setattr(backend, "kernels", dataclasses.replace(backend.kernels, block=spy))
     return calls
 
 

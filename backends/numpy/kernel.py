@@ -1,4 +1,4 @@
-"""NumPy's fast path for one block of attnkit's executor (``impl="auto"``).
+"""NumPy's kernel for one block of attnkit's executor (``impl="auto"``).
 
 The generic executor writes each step as a new array: on NumPy every (..., Bq, Sk) pass
 (scores, where, max, subtract, exp, sum) allocates and page-faults fresh memory and runs
@@ -9,7 +9,7 @@ TASK_ELEMENTS scores, in one scratch buffer per thread reused in place (matmul w
 the exponential, and the row sums come from a product with a vector of ones. The
 slices run on as many threads as BLAS was set to use, each product single-threaded
 (:mod:`attnkit.backends.numpy.threads`). Same formula, same masking and empty-row rules as
-:mod:`attnkit.dense`::
+:mod:`attnkit.blocked.block`::
 
     s   = (q * scale) @ k^T (+ additive mask), -inf where masked     # (Bq, Sk) per head
     m   = row max (0 on empty rows; 0 when shift_free)

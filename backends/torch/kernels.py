@@ -1,13 +1,14 @@
-"""PyTorch's fused ``F.scaled_dot_product_attention`` as attnkit's ``impl="auto"`` path.
+"""PyTorch's fused ``F.scaled_dot_product_attention`` as attnkit's kernels (``impl="auto"``).
 
-Used only where its semantics equal attnkit's exactly (the conformance matrix runs
-``impl="auto"`` on every case to prove it): no dropout (SDPA draws from the global
-generator, attnkit from an explicit one), no weights or lse requested, no window, causal
-only when the diagonal sits at position 0 of both (top-left with equal offsets) and
-without a mask, no zero-length axis. Fully masked rows give 0 in both (torch >= 2.5).
-SDPA adds -inf to a masked score rather than replacing it, so a NaN or inf at a masked
-position would leak: with a mask or causal structure the output is checked finite (or,
-under autograd, the inputs), and the generic path takes the call where it is not.
+The math offers the whole-call kernel only calls whose semantics SDPA shares exactly (no
+dropout: SDPA draws from the global generator, attnkit from an explicit one; no weights
+or lse; no window or structured mask; causal only with the diagonal at position 0 of
+both; no zero-length axis). Fully masked rows give 0 in both (torch >= 2.5). SDPA adds
+-inf to a masked score rather than replacing it, so a NaN or inf at a masked position
+would leak: with a mask or causal structure the output is checked finite (or, under
+autograd, the inputs), and the generic path takes the call where it is not. Each kernel
+takes tensors in the caller's layout and plain arguments, and returns None where it does
+not apply.
 """
 
 from __future__ import annotations
@@ -17,56 +18,49 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from attnkit import masks
+from .. import Kernels
 
-__all__ = ["block_attention", "block_run", "fused_attention", "fused_plan", "supported"]
-
-_SUPPORTED: list[bool] = []
-
-
-def supported() -> bool:
-    """torch >= 2.5: older releases give NaN on fully masked rows and lack enable_gqa."""
-    if not _SUPPORTED:
-        version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
-        _SUPPORTED.append(version >= (2, 5))
-    return _SUPPORTED[0]
+__all__ = [
+    "KERNELS",
+    "RUN_ROWS",
+    "attention",
+    "attention_declines",
+    "attention_plan",
+    "block_attention",
+    "block_run",
+]
 
 
-def fused_attention(p: Any) -> Any:
-    """The output (..., Hq, L, Ev) in the inputs' dtype, or None where SDPA does not apply."""
-    if p.dropout_p > 0 or p.score_mod is not None or p.L == 0 or p.S == 0:
-        return None
-    causal = _plain_causal(p)
-    if p.structure is not None and not causal:
-        return None  # windows and structured masks: the generic path skips their blocks
-    if causal and p.mask is not None:
-        return None
-    q, k, v, mask = p.query, p.key, p.value, p.mask
-    low = q.dtype in (torch.float16, torch.bfloat16)
-    if low and mask is not None and mask.dtype not in (torch.bool, q.dtype):
-        return None  # SDPA would round the additive mask to 16 bits (-1e30 -> -inf)
-    grad = _records_gradients(q, k, v)
-    if low and grad and q.device.type == "cpu":
-        # the CPU kernel's 16-bit gradients are several times less accurate than those of
-        # PyTorch's own math backend (GQA dV 4-8x, float-mask dQ 10-14x); the generic
-        # path accumulates in float32
+def attention_declines(
+    query: Any, key: Any, value: Any, *, mask: Any, causal: bool, scale: float, gqa: bool
+) -> str | None:
+    """Why :func:`attention` declines this call without computing anything, or None."""
+    low = query.dtype in (torch.float16, torch.bfloat16)
+    if low and mask is not None and mask.dtype not in (torch.bool, query.dtype):
+        return f"SDPA would round the {mask.dtype} additive mask to {query.dtype} (-1e30 -> -inf)"
+    if low and query.device.type == "cpu" and _records_gradients(query, key, value):
+        # 2-4x less accurate than float32 accumulation (GQA dK/dV, float-mask dK at L = 512)
+        return "the CPU kernel's 16-bit gradients are less accurate than float32 accumulation"
+    batch = -3 if gqa else -2  # with GQA the head axes differ by design
+    if key.shape[:-2] != value.shape[:-2] or query.shape[:batch] != key.shape[:batch]:
+        return "SDPA does not broadcast leading dims"
+    return None
+
+
+def attention(
+    query: Any, key: Any, value: Any, *, mask: Any, causal: bool, scale: float, gqa: bool
+) -> Any:
+    """SDPA on the whole call: out (..., Hq, L, Ev), or None (see the module docstring)."""
+    if attention_declines(query, key, value, mask=mask, causal=causal, scale=scale, gqa=gqa):
         return None
     masked = causal or mask is not None
-    if masked and grad and not _finite(q, k, v):
+    grad = _records_gradients(query, key, value)
+    if masked and grad and not _finite(query, key, value):
         return None  # a NaN or inf in a masked pair would leak into the gradients
-    if p.gqa_groups > 1:  # back from (..., Hkv, G, L, E) to (..., Hq, L, E); SDPA groups itself
-        hkv, groups = q.shape[-4], q.shape[-3]
-        q = q.reshape(*q.shape[:-4], hkv * groups, *q.shape[-2:])
-        k, v = k.squeeze(-3), v.squeeze(-3)
-        if mask is not None:
-            mask = _merge_head_axes(mask, hkv, groups)
-    if mask is not None and mask.dtype != torch.bool and mask.dtype != q.dtype:
-        mask = mask.to(q.dtype)
-    batch = -3 if p.gqa_groups > 1 else -2  # with GQA the head axes differ by design
-    if k.shape[:-2] != v.shape[:-2] or q.shape[:batch] != k.shape[:batch]:
-        return None  # leave broadcasting leading dims to the generic path
+    if mask is not None and mask.dtype != torch.bool and mask.dtype != query.dtype:
+        mask = mask.to(query.dtype)
     out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, is_causal=causal, scale=p.scale, enable_gqa=p.gqa_groups > 1
+        query, key, value, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=gqa
     )
     if masked and not grad and not _finite(out):
         return None  # SDPA adds -inf to a masked NaN: the generic path replaces it
@@ -85,28 +79,20 @@ def _finite(*xs: Any) -> bool:
         return False
 
 
-def fused_plan(p: Any) -> Any:
-    """For a call without mask that :func:`fused_attention` sends to SDPA: SDPA with this
-    call's arguments bound, a function of the caller's (query, key, value) for later calls
-    of the same signature (shapes, dtypes, devices, scalar arguments); None otherwise.
-    With GQA SDPA takes the caller's (..., Hq, L, E) query as it is (enable_gqa). A
-    causal plan checks its output as :func:`fused_attention` does and returns None where
-    the caller must take the generic path."""
-    if p.mask is not None or p.dropout_p > 0 or p.score_mod is not None or p.L == 0 or p.S == 0:
+def attention_plan(
+    query: Any, key: Any, value: Any, *, causal: bool, scale: float, gqa: bool
+) -> Any:
+    """For a call without mask that :func:`attention` takes: SDPA with this call's
+    arguments bound, a function of (query, key, value) for later calls of the same
+    signature, returning None where a call must take the generic path (16-bit inputs
+    under autograd on the CPU; a causal call whose output is not finite); or None."""
+    if attention_declines(query, key, value, mask=None, causal=causal, scale=scale, gqa=gqa):
         return None
-    causal = _plain_causal(p)
-    if p.structure is not None and not causal:
-        return None
-    batch = -3 if p.gqa_groups > 1 else -2  # the executor's GQA layout splits the heads
-    q, k, v = p.query, p.key, p.value
-    if k.shape[:-2] != v.shape[:-2] or q.shape[:batch] != k.shape[:batch]:
-        return None
-    scale, gqa = p.scale, p.gqa_groups > 1
-    if q.dtype in (torch.float16, torch.bfloat16) and q.device.type == "cpu":
+    if query.dtype in (torch.float16, torch.bfloat16) and query.device.type == "cpu":
 
         def low_plan(query: Any, key: Any, value: Any) -> Any:
             if _records_gradients(query, key, value):
-                return None  # 16-bit gradients: see fused_attention
+                return None  # 16-bit gradients: see attention_declines
             out = F.scaled_dot_product_attention(
                 query, key, value, is_causal=causal, scale=scale, enable_gqa=gqa
             )
@@ -135,39 +121,17 @@ def fused_plan(p: Any) -> Any:
     return causal_plan
 
 
-def _merge_head_axes(mask: Any, hkv: int, groups: int) -> Any:
-    """A mask in the GQA layout (..., Hkv|1, G|1, L, S), or of lower rank, as
-    (..., Hq|1, L, S) for SDPA's own grouping."""
-    if mask.ndim < 4:
-        mask = mask.reshape((1,) * (4 - mask.ndim) + tuple(mask.shape))
-    lead, (a, b), tail = mask.shape[:-4], mask.shape[-4:-2], mask.shape[-2:]
-    if a == 1 and b == 1:
-        return mask.squeeze(-3)  # (..., 1, L, S)
-    return mask.expand(*lead, hkv, groups, *tail).reshape(*lead, hkv * groups, *tail)
-
-
-def _plain_causal(p: Any) -> bool:
-    """Whether the structure is exactly SDPA's is_causal: key j <= query i, diagonal at 0."""
-    s, g = p.structure, p.geometry
-    if s is None or (masks.causal("top_left") != s and masks.causal("bottom_right") != s):
-        return False
-    shift = g.S - g.L if s == masks.causal("bottom_right") else 0
-    return g.q_offset + shift == g.kv_offset
-
-
-def block_attention(q: Any, k: Any, v: Any, mask: Any, scale: float) -> Any:
-    """SDPA on one block: q (..., Bq, E), k (..., Sk, E), v (..., Sk, Ev), mask bool
-    (True = may attend), additive float or None. None where leading dims differ (SDPA's
-    fast kernels do not broadcast them).
-
-    SDPA turns a bool mask into an additive one on every call; the executor passes the
-    same mask object for every interior block of a window (its tiles are cached), so the
-    additive form of the last bool mask seen is kept and reused.
+def block_attention(
+    q: Any, k: Any, v: Any, mask: Any, scale: float, shift_free: bool = False
+) -> Any:
+    """SDPA on one block: q (..., Bq, E), k (..., Sk, E), v (..., Sk, Ev), mask bool (True
+    = may attend), additive float or None (the executor passes the additive form, made
+    once per tile: ``block_wants_additive``). None where leading dims differ (SDPA's
+    fast kernels do not broadcast them). ``shift_free`` is not read: SDPA stabilizes the
+    softmax itself.
     """
     if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
         return None
-    if mask is not None and mask.dtype == torch.bool:
-        mask = _additive(mask, q.dtype)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
 
 
@@ -179,8 +143,8 @@ GRAD_PIECE_ELEMENTS = 2**24
 
 
 def block_run(q: Any, k: Any, v: Any, mask: Any, scale: float, rows: int) -> Any:
-    """Every block of a run (:mod:`attnkit.runs`) in one SDPA call, or None where SDPA
-    does not apply (leading dims differ, or a mask that varies over them).
+    """Every block of a run (:mod:`attnkit.blocked.translated_runs`) in one SDPA call, or
+    None where SDPA does not apply (leading dims differ, or a mask that varies over them).
 
     q (..., n*rows, E); k (..., (n-1)*rows + width, E), v likewise with Ev; block i's
     queries q[..., i*rows:(i+1)*rows, :] attend keys k[..., i*rows:i*rows + width, :]
@@ -200,8 +164,6 @@ def block_run(q: Any, k: Any, v: Any, mask: Any, scale: float, rows: int) -> Any
         if any(d != 1 for d in mask.shape[:-2]):
             return None  # a tile that differs across heads or batch
         mask = mask.reshape(mask.shape[-2:])  # (rows, width)
-        if mask.dtype == torch.bool:
-            mask = _additive(mask, q.dtype)
     if _records_gradients(q, k, v):
         return _RunFunction.apply(q, k, v, mask, scale, rows)
     return _run_blocks(q, k, v, mask, scale, rows)
@@ -297,17 +259,31 @@ def _run_blocks(q: Any, k: Any, v: Any, mask: Any, scale: float, rows: int) -> A
     return out.flatten(-3, -2)  # (N, n*rows, Ev)
 
 
-_LAST_MASK: list[tuple[Any, int, Any, Any]] = []  # [(bool mask, version, dtype, additive)]
+#: Query rows per block of a run: SDPA's CPU kernel attends 32 query rows per task below
+#: 192 rows (its q split), and blocks of 32 read at most 31 keys beyond each row's window.
+#: Measured at L = 8192, 8 heads, head size 64: window 256, blocks of 16, 32, 64, 128 took
+#: 31, 30, 34, 36 ms; window 64: 15, 13, 18, 28 ms.
+RUN_ROWS = 32
 
 
-def _additive(mask: Any, dtype: Any) -> Any:
-    """0 where ``mask`` is True, -inf elsewhere, in ``dtype``; reused for the same mask
-    object while it is unmodified (its version counter counts in-place writes)."""
-    if _LAST_MASK:
-        last, version, last_dtype, additive = _LAST_MASK[0]
-        if last is mask and version == mask._version and last_dtype == dtype:
-            return additive
-    additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
-    additive.masked_fill_(~mask, -torch.inf)
-    _LAST_MASK[:] = [(mask, mask._version, dtype, additive)]
-    return additive
+def _supported() -> bool:
+    """torch >= 2.5: older releases give NaN on fully masked rows and lack enable_gqa."""
+    version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+    return version >= (2, 5)
+
+
+#: The kernels the PyTorch backend offers (none on torch < 2.5). The block kernel adds
+#: -inf to masked scores: the executor gives it only inputs checked finite.
+KERNELS = (
+    Kernels(
+        attention=attention,
+        attention_declines=attention_declines,
+        attention_plan=attention_plan,
+        block=block_attention,
+        run=block_run,
+        run_rows=RUN_ROWS,
+        block_wants_additive=True,  # SDPA turns a bool mask into an additive one per call
+    )
+    if _supported()
+    else Kernels()
+)

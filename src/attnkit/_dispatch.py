@@ -1,0 +1,229 @@
+"""Dispatch: which code computes a validated call, and the two caches of repeated calls.
+
+The paths, fastest first (:func:`choose` says which one a call takes, and why the
+faster ones were declined; :func:`attnkit.explain` prints it):
+
+1. ``impl="auto"``: the backend's whole-call kernel (``Kernels.attention``: PyTorch's
+   ``F.scaled_dot_product_attention``) where its semantics equal attnkit's exactly;
+2. ``impl="auto"``: the blocked executor (:mod:`attnkit.blocked`) handing blocks and
+   runs to the backend's block kernels (NumPy's reused-buffer kernel, PyTorch's SDPA);
+3. ``impl="generic"``: the blocked executor in array-API arithmetic only;
+4. ``impl="reference"``: the plain full-matrix formula (:mod:`attnkit.reference`).
+
+Plain calls (no mask, window, dropout, score_mod, weights, lse or block size) whose
+signature (array types, shapes, dtypes, devices, scalar arguments) was seen before reuse
+its validation, and where it went to the whole-call kernel, go straight to the
+backend's plan for that signature (``Kernels.attention_plan``): a decoding loop pays
+for its checks and dispatch once. Both caches hold at most 64 signatures and no arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from . import masks
+from .blocked import blocked_attention
+from .problem import Problem
+from .reference import reference_attention
+
+__all__ = ["Choice", "attend", "choose", "known_problem", "planned", "signature"]
+
+_CACHE_MAX = 64
+#: Problems of validated plain signatures, their arrays dropped.
+_VALIDATED: dict[tuple[Any, ...], Problem] = {}
+#: The backend's plan (a function of query, key, value) of plain signatures that went
+#: to its whole-call kernel.
+_PLANS: dict[tuple[Any, ...], Any] = {}
+
+
+@dataclass
+class Choice:
+    """The path a call takes: ``path`` one of "kernel", "blocked kernels", "generic",
+    "reference"; ``kernels`` the backend's kernels in use (None: array-API only);
+    ``declined`` why faster paths were not taken, in plain words."""
+
+    path: str
+    kernels: Any = None
+    causal: bool = False  # the whole-call kernel's top-left causal flag
+    declined: list[str] = field(default_factory=list)
+
+
+def signature(
+    query: Any,
+    key: Any,
+    value: Any,
+    is_causal: Any,
+    scale: Any,
+    enable_gqa: Any,
+    causal_alignment: Any,
+    q_offset: Any,
+    kv_offset: Any,
+    impl: Any,
+) -> tuple[Any, ...] | None:
+    """What decides a plain call's validation, or None where it cannot be told cheaply
+    (types other than the exact builtins, arrays without a ``device`` attribute such as
+    JAX tracers): such calls are validated in full every time."""
+    t = type(query)
+    if not (
+        type(key) is t
+        and type(value) is t
+        and type(is_causal) is bool
+        and type(enable_gqa) is bool
+        and (scale is None or type(scale) is float)
+        and type(q_offset) is int
+        and type(kv_offset) is int
+        and type(impl) is str
+        and type(causal_alignment) is str
+    ):
+        return None
+    try:
+        # shapes as they come: tuples, or torch.Size (a tuple subclass, hashed alike)
+        return (t, query.shape, key.shape, value.shape, query.dtype, key.dtype, value.dtype,
+                query.device, key.device, value.device, is_causal, scale, enable_gqa,
+                causal_alignment, q_offset, kv_offset, impl)  # fmt: skip
+    except (AttributeError, TypeError, RuntimeError, ValueError):  # tracers, unhashable
+        return None
+
+
+def planned(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any,
+    dropout_p: Any,
+    is_causal: Any,
+    scale: Any,
+    enable_gqa: Any,
+    causal_alignment: Any,
+    window: Any,
+    return_weights: Any,
+    return_lse: Any,
+    q_offset: Any,
+    kv_offset: Any,
+    impl: Any,
+    block_size: Any,
+    score_mod: Any,
+) -> tuple[Any, tuple[Any, ...] | None]:
+    """``(out, sig)``: the output where a plain call's signature has a plan that computed
+    it (else None), and the call's signature (None unless the call is plain)."""
+    if (
+        attn_mask is not None
+        or window is not None
+        or score_mod is not None
+        or block_size is not None
+        or return_weights is not False
+        or return_lse is not False
+        or type(dropout_p) not in (float, int)
+        or dropout_p != 0
+    ):
+        return None, None
+    sig = signature(query, key, value, is_causal, scale, enable_gqa,
+                    causal_alignment, q_offset, kv_offset, impl)  # fmt: skip
+    plan = None if sig is None else _PLANS.get(sig)
+    return (None if plan is None else plan(query, key, value)), sig
+
+
+def known_problem(sig: tuple[Any, ...] | None, query: Any, key: Any, value: Any) -> Any:
+    """The Problem of an already validated plain signature, for these arrays, or None."""
+    known = None if sig is None else _VALIDATED.get(sig)
+    return None if known is None else replace(known, query=query, key=key, value=value)
+
+
+def attend(p: Problem, sig: tuple[Any, ...] | None = None) -> tuple[Any, Any, Any]:
+    """(out, weights or None, lse or None) of a validated call: the output in the
+    caller's layout (..., Hq, L, Ev) from the whole-call kernel, else in the executors'
+    compute dtype and GQA layout. ``sig``: the call's plain signature, remembered."""
+    if sig is not None and sig not in _VALIDATED:
+        _remember(_VALIDATED, sig, replace(p, query=None, key=None, value=None))
+    if p.impl == "reference":
+        return reference_attention(p)
+    choice = choose(p)
+    if choice.path == "kernel":
+        kernel_args = dict(mask=p.mask, causal=choice.causal, scale=p.scale, gqa=p.gqa_groups > 1)
+        out = choice.kernels.attention(p.query, p.key, p.value, **kernel_args)
+        if out is not None:
+            if sig is not None and p.mask is None and choice.kernels.attention_plan is not None:
+                del kernel_args["mask"]
+                plan = choice.kernels.attention_plan(p.query, p.key, p.value, **kernel_args)
+                if plan is not None:
+                    _remember(_PLANS, sig, plan)
+            return out, None, None
+        # declined on the values (a NaN at a masked position): the executor, guarded
+    return blocked_attention(p, choice.kernels)
+
+
+def _remember(cache: dict[tuple[Any, ...], Any], sig: tuple[Any, ...], value: Any) -> None:
+    if len(cache) >= _CACHE_MAX:
+        cache.clear()
+    cache[sig] = value
+
+
+def choose(p: Problem) -> Choice:
+    """The path of a validated call and why faster paths were declined (no array work:
+    the whole-call kernel may still decline on the values, e.g. a NaN at a masked
+    position, and the blocked executor then takes the call)."""
+    if p.impl == "reference":
+        return Choice("reference", declined=['impl="reference" asks for the plain formula'])
+    if p.impl == "generic":
+        return Choice("generic", declined=['impl="generic" asks for the array-API executor'])
+    kernels = p.backend.kernels
+    declined = []
+    if kernels.attention is None:
+        declined.append(f"the {p.backend.NAME} backend has no whole-call kernel")
+    else:
+        reasons, causal = _whole_call_declines(p)
+        if not reasons and kernels.attention_declines is not None:
+            why = kernels.attention_declines(
+                p.query, p.key, p.value, mask=p.mask, causal=causal, scale=p.scale,
+                gqa=p.gqa_groups > 1,
+            )  # fmt: skip
+            reasons = [] if why is None else [why]
+        if not reasons:
+            return Choice("kernel", kernels, causal)
+        declined += [f"whole-call kernel: {reason}" for reason in reasons]
+    if kernels.block is None and kernels.run is None:
+        declined.append(f"the {p.backend.NAME} backend has no block kernels")
+        return Choice("generic", declined=declined)
+    if not _block_kernels_apply(p):
+        declined.append("block kernels: dropout, weights, lse or a score_mod are computed here")
+        return Choice("generic", declined=declined)
+    return Choice("blocked kernels", kernels, declined=declined)
+
+
+def _block_kernels_apply(p: Problem) -> bool:
+    """Block kernels give no lse and draw no dropout: only for calls needing neither."""
+    return not (p.need_weights or p.need_lse or p.dropout_p > 0 or p.score_mod is not None)
+
+
+def _whole_call_declines(p: Problem) -> tuple[list[str], bool]:
+    """Why the semantics of a whole-call kernel (no dropout, weights, lse, score_mod,
+    window or structured mask; causal only top-left with the diagonal at position 0 and
+    without a mask) differ from this call's; and whether the call is that causal."""
+    reasons = []
+    if p.dropout_p > 0:
+        reasons.append("dropout draws from attnkit's explicit rng")
+    if p.need_weights or p.need_lse:
+        reasons.append("weights or lse are asked for")
+    if p.score_mod is not None:
+        reasons.append("a score_mod")
+    if p.L == 0 or p.S == 0:
+        reasons.append("a zero-length axis")
+    causal = _plain_causal(p)
+    if p.structure is not None and not causal:
+        reasons.append("a window or structured mask (the executor skips its blocks)")
+    if causal and p.mask is not None:
+        reasons.append("is_causal together with attn_mask")
+    return reasons, causal
+
+
+_CAUSAL = (masks.causal("top_left"), masks.causal("bottom_right"))
+
+
+def _plain_causal(p: Problem) -> bool:
+    """Whether the structure is exactly top-left is_causal: key j <= query i, diagonal at 0."""
+    s, g = p.structure, p.geometry
+    if s is None or s not in _CAUSAL:
+        return False
+    shift = g.S - g.L if s == _CAUSAL[1] else 0
+    return g.q_offset + shift == g.kv_offset

@@ -1,0 +1,100 @@
+"""One block of query rows: the plain formula, and the exact shortcuts as variants of it.
+
+For rows [q_lo, q_hi) against the key columns their structure allows (the block's
+tile), in the compute dtype::
+
+    scores  = (q * scale) @ k^T + additive_mask          # (..., Bq, Sk)
+    weights = softmax(where(allowed, scores, -inf))      # 0 on empty rows
+    out     = dropout(weights) @ v                       # (..., Bq, Ev)
+
+:func:`block_formula` is exactly this. Without weights or dropout, :func:`attend_block`
+takes one of its variants (same result, fewer passes over the scores): normalize after
+the value product (``(e @ v) / denom``), take the row sums from the same product
+(``e @ [v | 1]``), skip the row maximum where the scores are provably small
+(:mod:`.shortcuts`), or hand the block to a backend kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..dropout import apply_dropout
+from ..masked_operands import neutralize
+from ..problem import Problem
+from ..score_mods import apply_score_mod
+from ..softmax import masked_softmax, softmax_denominator, softmax_numerator, softmax_parts
+from .operands import Prepared, empty_result
+from .tiles import block_plan, kernel_mask, scatter_columns, select_rows
+
+__all__ = ["attend_block", "block_formula"]
+
+
+def block_formula(
+    p: Problem, ops: Prepared, t: Any, q: Any, k: Any, v: Any, allowed: Any, stream: int
+) -> tuple[Any, Any, Any]:
+    """The plain formula on one tile: (out (..., Bq, Ev), weights (..., Bq, Sk), lse)."""
+    scores = _scores(p, ops, t, q, k)  # (..., Bq, Sk)
+    weights, lse = masked_softmax(p.xp, scores, allowed)  # (..., Bq, Sk), (..., Bq)
+    if p.dropout_p > 0:
+        weights = apply_dropout(p, weights, stream)
+    return weights @ v, weights, lse  # out (..., Bq, Ev)
+
+
+def _scores(p: Problem, ops: Prepared, t: Any, q: Any, k: Any) -> Any:
+    """(q * scale) @ k^T, the score modifier, the additive mask: (..., Bq, Sk)."""
+    scores = (q * p.scale) @ p.xp.matrix_transpose(k)  # scaled block by block
+    if p.score_mod is not None:
+        scores = apply_score_mod(p.score_mod, p.xp, scores, t, p.num_heads, p.gqa_groups)
+    if ops.additive is not None:
+        scores = scores + t.columns(t.rows(ops.additive))
+    return scores
+
+
+def attend_block(
+    p: Problem,
+    ops: Prepared,
+    kernels: Any,
+    q_lo: int,
+    q_hi: int,
+    stream: int,
+    need_weights: bool,
+    plan: tuple[Any, Any] | None = None,
+) -> tuple[Any, Any, Any]:
+    """Attention for query rows [q_lo, q_hi): (out (..., Bq, Ev), weights or None, lse).
+
+    Only the key columns the structure allows are read; weights, when asked for, span all
+    S columns (zeros elsewhere). ``kernels``: the backend's kernels to use (None: the
+    array-API arithmetic only). ``plan``: :func:`.tiles.block_plan`'s result when the
+    caller computed it already. A kernel's block gives no lse (None).
+    """
+    xp = p.xp
+    t, allowed = block_plan(p, ops, q_lo, q_hi) if plan is None else plan  # allowed (..., Bq, Sk)
+    if t is None:  # no key in reach: an empty block
+        return empty_result(p, ops.lead, q_hi - q_lo, need_weights)
+    q = ops.query[..., q_lo:q_hi, :]  # (..., Bq, E)
+    k = select_rows(xp, ops.key, t.ranges)  # (..., Sk, E)
+    plain = not (need_weights or p.dropout_p > 0)
+    with_ones = ops.value_ones is not None and plain
+    v = select_rows(xp, ops.value_ones if with_ones else ops.value, t.ranges)  # (..., Sk, Ev[+1])
+    if allowed is not None and not ops.finite:
+        q, k, v = neutralize(xp, q, k, v, allowed)
+    block = None if kernels is None else kernels.block
+    if block is not None and (ops.finite or kernels.block_masks_nonfinite):
+        mask = kernel_mask(p, ops, t, allowed, kernels.block_wants_additive)
+        out = block(q, k, v, mask, p.scale, ops.shift_free)
+        if out is not None:
+            return out, None, None
+    if not plain:
+        out, weights, lse = block_formula(p, ops, t, q, k, v, allowed, stream)
+        if need_weights:
+            weights = scatter_columns(xp, weights, t.ranges, p.S, p.device)  # (..., Bq, S)
+        return out, (weights if need_weights else None), lse
+    scores = _scores(p, ops, t, q, k)  # (..., Bq, Sk)
+    maskable = allowed is not None or ops.additive is not None
+    if with_ones:
+        e, row_max = softmax_numerator(xp, scores, allowed, maskable, ops.shift_free)
+        both = e @ v  # (..., Bq, Ev + 1): e @ v and the row sums of e in one product
+        denom, lse = softmax_denominator(xp, both[..., p.Ev :], row_max, maskable)
+        return both[..., : p.Ev] / denom, None, lse  # (..., Bq, Ev)
+    e, denom, lse = softmax_parts(xp, scores, allowed, maskable, ops.shift_free)
+    return (e @ v) / denom, None, lse  # normalizing after the product is cheaper

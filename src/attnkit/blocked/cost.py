@@ -1,0 +1,99 @@
+"""The executor's cost model and thresholds: block size, and when to recompute blocks.
+
+A block of Bq query rows reads the key columns its structure allows (Sk: all of S
+unstructured, about Bq + the window under a window) and costs Bq x Sk x heads score
+elements of work plus a fixed overhead (Python dispatch of a few dozen array calls).
+The block size is the power of two that minimizes the total within a memory budget.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..masks import clip_ranges
+from ..problem import Problem
+from ..shapes import prod
+
+__all__ = [
+    "BLOCK_OVERHEAD_ELEMENTS",
+    "DEFAULT_BLOCK_BUDGET",
+    "RECOMPUTE_ABOVE_ELEMENTS",
+    "choose_block_size",
+    "stored_elements",
+]
+
+#: Score elements one query block may hold (x 4 bytes in float32): 2**22 is 16 MiB, which
+#: keeps the working set of a block in cache-friendly pieces while making each matmul big
+#: enough to run at full speed.
+DEFAULT_BLOCK_BUDGET = 2**22
+
+#: The fixed cost of one block (Python dispatch of a few dozen array calls), expressed in
+#: score elements of work: about 60 us against about 3 ns per score element on CPU
+#: (fitted on window and dense runs, L = 4096 to 16384, torch and NumPy). A backend may
+#: declare its own (``Backend.block_overhead_elements``: JAX under jax.jit).
+BLOCK_OVERHEAD_ELEMENTS = 20_000
+
+#: Blocks are recomputed in the backward pass (when a backend offers it) only when the
+#: scores autograd would otherwise keep, summed over blocks, exceed this many elements
+#: (2**26 float32 = 256 MiB per kept tensor). Below it, storing is cheaper than
+#: computing twice; windows stay below it up to long sequences.
+RECOMPUTE_ABOVE_ELEMENTS = 2**26
+
+
+def choose_block_size(
+    p: Problem, lead: tuple[int, ...], kernels: Any = None, budget: int = DEFAULT_BLOCK_BUDGET
+) -> int:
+    """Query rows per block: the power of two in [16, 1024] of least estimated cost.
+
+    The cost of all blocks is ceil(L / Bq) x (work + overhead), the overhead
+    BLOCK_OVERHEAD_ELEMENTS (or the backend's own) plus, for a block kernel that loops
+    over heads, its ``block_overhead_per_head`` times the heads. Candidates whose block
+    exceeds the memory ``budget`` are skipped (the smallest is kept if none fits): a
+    block holds Bq x Sk x heads score elements, or for a kernel that says so
+    (``block_held_scores(rows, width, heads)``) that many, and at least one head's
+    Bq x Sk (the block's mask). ``kernels``: the backend's kernels the executor uses.
+    """
+    heads = max(1, prod(lead))
+    held = None if kernels is None else kernels.block_held_scores
+    per_head = 0 if kernels is None else kernels.block_overhead_per_head
+    base = p.backend.block_overhead_elements or BLOCK_OVERHEAD_ELEMENTS
+    overhead = base + heads * per_head
+    best, best_cost = None, math.inf
+    for rows in (16, 32, 64, 128, 256, 512, 1024):
+        rows = min(rows, max(p.L, 1))
+        width = _probe_width(p, rows)
+        work = rows * width * heads
+        memory = work if held is None else max(held(rows, width, heads), rows * width)
+        if memory > budget and best is not None:
+            break
+        cost = -(-p.L // rows) * (work + overhead)
+        if cost < best_cost:
+            best, best_cost = rows, cost
+        if rows >= p.L:
+            break
+    return max(1, best or 1)
+
+
+def _probe_width(p: Problem, rows: int) -> int:
+    """Key columns read by a block of ``rows`` rows in the middle of the sequence."""
+    if p.structure is None:
+        return max(p.S, 1)
+    q_lo = max(0, min(p.L - rows, p.L // 2))
+    ranges = clip_ranges(p.structure.key_ranges(p.geometry, q_lo, q_lo + rows), p.S)
+    return max(1, sum(hi - lo for lo, hi in ranges))
+
+
+def stored_elements(p: Problem, lead: tuple[int, ...], blocks: list[tuple[int, int, bool]]) -> int:
+    """Score elements over the executor's blocks ((..., Bq, Sk) each), what autograd
+    would keep; the rows of a run are left out (its kernel bounds its own backward
+    memory: PyTorch's keeps no scores and takes its backward pass in pieces)."""
+    if len(blocks) == 1:
+        return 0  # one block: recomputing it would not lower the peak
+    g, total = p.geometry, 0
+    for q_lo, q_hi, in_run in blocks:
+        if in_run:
+            continue
+        ranges = [(0, g.S)] if p.structure is None else p.structure.key_ranges(g, q_lo, q_hi)
+        total += (q_hi - q_lo) * sum(hi - lo for lo, hi in clip_ranges(ranges, g.S))
+    return total * prod(lead)

@@ -1,0 +1,81 @@
+"""Masking the operands: which pairs a tile allows, and zeroing what a mask leaves unused.
+
+Masked scores are replaced with ``where`` (:mod:`attnkit.softmax`), so a NaN or inf
+score there never leaks. But a NaN or inf stored in a key, value or query row that a
+mask leaves unused could still reach the outputs or the gradients through ``0 * NaN``
+in the matrix products; :func:`neutralize` zeroes such rows first. Both executors
+(:mod:`attnkit.blocked` and :mod:`attnkit.reference`) use these, so every path keeps
+the same promise.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .masks import Tile
+from .problem import Problem, gqa_mask
+
+__all__ = ["all_finite", "allowed_pairs", "neutralize"]
+
+
+def allowed_pairs(p: Problem, t: Tile, structure_tile: Any, user_mask: Any) -> Any:
+    """Bool (..., Bq, Sk) of the pairs allowed in tile ``t`` (None = all), in the GQA
+    layout: the structure's tile (already computed, e.g. cached for a window) AND the
+    rows and columns of ``user_mask`` (the bool form of ``attn_mask``) that the tile
+    covers."""
+    allowed = structure_tile
+    if allowed is not None and p.gqa_groups > 1:
+        allowed = gqa_mask(p.xp, allowed, p.gqa_groups)
+    if user_mask is not None:
+        user = t.columns(t.rows(user_mask))  # (..., Bq|1, Sk|1)
+        allowed = user if allowed is None else allowed & user
+    return allowed
+
+
+def neutralize(xp: Any, q: Any, k: Any, v: Any, allowed: Any) -> tuple[Any, Any, Any]:
+    """q, k, v with zeros where ``allowed`` (..., Bq|1, Sk|1) leaves them unused: key and
+    value rows of columns that no row may attend, and query rows that may attend
+    nothing. NaN or inf stored there (padding, keys out of a window's reach, an empty
+    row's query) then cannot leak into outputs or gradients through 0 * NaN in the
+    matrix products. A row or column counts as used when any slice sharing it (its
+    broadcast leading dims) uses it, so nothing is copied per head.
+
+    q (..., Bq, E), k (..., Sk, E), v (..., Sk, Ev) -> the same shapes.
+    """
+    cols = xp.matrix_transpose(_shared_any(xp, allowed, -2, k.shape, v.shape))  # (..., Sk|1, 1)
+    rows = _shared_any(xp, allowed, -1, q.shape)  # (..., Bq|1, 1)
+    return xp.where(rows, q, 0.0), xp.where(cols, k, 0.0), xp.where(cols, v, 0.0)
+
+
+def _shared_any(xp: Any, allowed: Any, axis: int, *shapes: tuple[int, ...]) -> Any:
+    """any(allowed) over ``axis`` (-1 or -2, kept) and over every leading axis on which an
+    operand of one of ``shapes`` is broadcast (size 1 or absent), so the result's leading
+    dims broadcast to each operand's without enlarging it."""
+    alive = xp.any(allowed, axis=axis, keepdims=True)
+    n_lead = alive.ndim - 2
+    extra = n_lead - min(len(s) - 2 for s in shapes)  # axes no operand has
+    reduce = []
+    for i in range(n_lead):
+        if alive.shape[i] == 1:
+            continue
+        sizes = [s[i - (n_lead - len(s) + 2)] if i - (n_lead - len(s) + 2) >= 0 else 1
+                 for s in shapes]  # fmt: skip
+        if i < extra or any(size == 1 for size in sizes):
+            reduce.append(i)
+    if reduce:
+        alive = xp.any(alive, axis=tuple(reduce), keepdims=True)
+    if extra > 0:
+        alive = xp.reshape(alive, tuple(alive.shape[extra:]))
+    return alive
+
+
+def all_finite(p: Problem, *arrays: Any) -> bool | None:
+    """True when every element of ``arrays`` is finite, False when one is NaN or inf,
+    None when the values cannot be read (traced under ``jax.jit``). One sum per array
+    (O(size), no temporary): a NaN or inf makes the sum non-finite; a finite sum that
+    overflows reads as not finite, which only costs the guarded path."""
+    try:
+        return all(math.isfinite(p.backend.concrete_float(p.xp.sum(x))) for x in arrays)
+    except (TypeError, RuntimeError, ValueError):  # traced: no concrete value (jax.jit)
+        return None

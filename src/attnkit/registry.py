@@ -1,0 +1,55 @@
+"""Where the math finds the backend of an array namespace, without importing one.
+
+The math needs a little that the array API standard lacks (random numbers for dropout,
+autodiff helpers, a framework's fused kernels); it asks the backend of the inputs'
+namespace for it (or, to draw parameters before any array exists, the backend of a
+generator). :mod:`attnkit.backends` registers its lookups here when ``attnkit`` is
+imported (the package root imports it last), so the dependency runs one way: the
+backends know the math, the math knows only this protocol. What a backend offers is
+described by ``attnkit.backends.Backend``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["backend_for", "backend_for_rng", "backend_named", "register_backends"]
+
+_LOOKUPS: dict[str, Callable[[Any], Any]] = {}
+_FOUND: dict[int, Any] = {}  # id(namespace) -> its backend: a lookup per call costs microseconds
+
+
+def register_backends(
+    for_namespace: Callable[[Any], Any],
+    for_rng: Callable[[Any], Any],
+    named: Callable[[str], Any],
+) -> None:
+    """Install the lookups: a namespace's backend, a generator's, a backend by name."""
+    _LOOKUPS.update(namespace=for_namespace, rng=for_rng, name=named)
+    _FOUND.clear()
+
+
+def _lookup(kind: str) -> Callable[[Any], Any]:
+    if kind not in _LOOKUPS:
+        raise RuntimeError("attnkit.backends registers its lookups on `import attnkit`")
+    return _LOOKUPS[kind]
+
+
+def backend_for(xp: Any) -> Any:
+    """The backend of the array namespace ``xp`` (``attnkit.backends.Backend``)."""
+    backend = _FOUND.get(id(xp))
+    if backend is None:
+        backend = _lookup("namespace")(xp)
+        _FOUND[id(xp)] = backend
+    return backend
+
+
+def backend_for_rng(rng: Any) -> Any:
+    """The backend whose generator ``rng`` is; raises ``ArgumentTypeError`` otherwise."""
+    return _lookup("rng")(rng)
+
+
+def backend_named(name: str) -> Any:
+    """The backend called ``name`` (``"numpy"``, ``"torch"``, ``"jax"``, ``"strict"``)."""
+    return _lookup("name")(name)
