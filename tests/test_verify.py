@@ -1,38 +1,27 @@
 """``attnkit verify``: the shipped golden vectors, the agreement table, the frameworks.
 
-The vectors shipped in ``attnkit.golden`` must be byte-for-byte the repository's
-``conformance/golden`` files. verify must pass on the installed backends, fail (exit 1)
-when a result is off, and find the frameworks' known difference: ``jax.nn`` gives rows
-with nothing to attend the mean of the values.
+verify must pass on the installed backends, fail (exit 1) when a result is off, and find
+the frameworks' known difference: ``jax.nn`` gives rows with nothing to attend the mean
+of the values. (That the shipped vectors equal what ``conformance/make_golden.py``
+computes is checked by ``conformance/test_golden.py``.)
 """
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from attnkit import golden
-from attnkit.cli import main
-
-verify = pytest.importorskip("attnkit.backends.verify")
-frameworks = pytest.importorskip("attnkit.backends.verify_frameworks")
-CONFORMANCE_GOLDEN = Path(__file__).resolve().parents[1] / "conformance" / "golden"
+from attnkit.app import golden, verify
+from attnkit.app import verify_frameworks as frameworks
+from attnkit.app.cli import main
 
 
-def test_shipped_vectors_equal_the_conformance_ones() -> None:
-    if not CONFORMANCE_GOLDEN.is_dir():
-        pytest.skip(f"no checkout: {CONFORMANCE_GOLDEN} is absent")
-    originals = {p.name: p.read_bytes() for p in CONFORMANCE_GOLDEN.glob("*.npz")}
-    shipped = {f.name: f.read_bytes() for f in golden.files()}
-    assert sorted(shipped) == sorted(originals), (
-        "src/attnkit/golden differs from conformance/golden: copy the files again "
-        "(cp conformance/golden/*.npz src/attnkit/golden/)"
-    )
-    changed = [name for name in originals if shipped[name] != originals[name]]
-    assert not changed, f"stale copies in src/attnkit/golden: {changed}; copy them again"
+def test_vectors_ship_with_the_package() -> None:
+    names = [f.name for f in golden.files()]
+    assert len(names) >= 10 and names == sorted(names), names
+    assert all(name.endswith(".npz") for name in names), names
 
 
 def test_vectors_load() -> None:
