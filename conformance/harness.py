@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import reference as ref
+import oracle as ref
 from cases import Case, MaskSpec
 
 from attnkit import masks as ak_masks

@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import reference as ref
+import oracle as ref
 from cases import CASES
 from harness import draw_inputs, full_inputs
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-import reference as ref
+import oracle as ref
 from cases import CASES, Case
 from harness import Backend, draw_inputs, full_inputs, to_backend
 from test_matrix import _score_max

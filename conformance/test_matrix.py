@@ -1,7 +1,7 @@
 """The conformance matrix: every case of ``cases.py`` on the backend chosen with --backend.
 
 Run one backend with ``pytest conformance --backend torch`` (nox runs all of them). Each
-test compares attnkit with the independent float64 oracle in ``reference.py`` under the
+test compares attnkit with the independent float64 oracle in ``oracle.py`` under the
 tolerance table of ``tolerances.py`` and prints measured against allowed error.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-import reference as ref
+import oracle as ref
 from cases import CASES, Case
 from harness import LOW_PRECISION, Backend, draw_inputs, full_inputs, to_backend
 from tolerances import RHO_OUT, assert_close, exact_allowed, lowp_allowed

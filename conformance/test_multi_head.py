@@ -2,7 +2,7 @@
 
 The reference below is written independently of ``src/``: projections with NumPy, RoPE
 through complex rotations, masks assembled by hand, attention from the float64 oracle
-(``reference.attention``). Every backend must give the same numbers; decoding token by
+(``oracle.attention``). Every backend must give the same numbers; decoding token by
 token with the kv cache must equal full causal attention (under ``jax.jit`` too).
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-import reference as ref
+import oracle as ref
 from harness import Backend
 from tolerances import assert_close
 

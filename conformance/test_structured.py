@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-import reference as ref
+import oracle as ref
 from harness import Backend
 from tolerances import assert_close, exact_allowed
 

@@ -7,7 +7,7 @@ about eps * s::
     allowed = K[dtype] * eps[dtype] * (1 + max|scaled scores|) * max(1, max|gold|)
 
 float16 and bfloat16: relative to the error of the same formula evaluated entirely in
-that precision (``reference.attention_lowp``), plus the rounding of the result::
+that precision (``oracle.attention_lowp``), plus the rounding of the result::
 
     allowed = rho * max|lowp - gold| + eps[dtype] * max(1, max|gold|)
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -30,20 +28,12 @@ def numpy_attention64(q: Any, k: Any, v: Any, allowed: Any = None, additive: Any
     return (e @ v) / np.where(d > 0, d, 1.0)
 
 
-@contextlib.contextmanager
-def x64(jax: Any) -> Iterator[None]:
-    """JAX with float64 enabled inside the block, restored afterwards."""
-    enable = getattr(jax, "enable_x64", None)
-    if enable is not None:
-        with enable(True):
-            yield
-        return
-    previous = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)
+def x64(jax: Any) -> Any:
+    """JAX with float64 enabled inside the block, restored afterwards (the JAX backend's
+    own switch)."""
+    from attnkit.backends.jax.peers import float64_enabled
+
+    return float64_enabled()
 
 
 #: Python source defining ``status(field)``: a field of /proc/self/status in KiB (VmRSS,

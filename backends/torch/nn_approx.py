@@ -25,15 +25,9 @@ from torch import nn
 
 from attnkit import approx
 
+from .nn_sdpa import generator_or_seeded
+
 __all__ = ["LinformerAttention", "NystromAttention", "PerformerAttention"]
-
-
-def _generator(generator: Any, seed: int | None, device: Any) -> torch.Generator:
-    if generator is not None:
-        return generator
-    if seed is None:
-        seed = int(torch.randint(0, 2**62, ()).item())
-    return torch.Generator(device=torch.device(device or "cpu")).manual_seed(int(seed))
 
 
 def _like(dtype: Any, device: Any) -> torch.Tensor:
@@ -69,7 +63,7 @@ class LinformerAttention(nn.Module):
         super().__init__()
         self.seq_len, self.proj_len, self.share_kv, self.scale = seq_len, proj_len, share_kv, scale
         like = _like(dtype, device)
-        rng = _generator(generator, seed, like.device) if init == "gaussian" else None
+        rng = generator_or_seeded(generator, seed, like.device) if init == "gaussian" else None
 
         def draw() -> torch.Tensor:
             return approx.linformer_projections(seq_len, proj_len, like=like, rng=rng, kind=init)
@@ -139,7 +133,7 @@ class PerformerAttention(nn.Module):
         self.causal, self.causal_alignment, self.chunk_size = causal, causal_alignment, chunk_size
         self.scale = scale
         like = _like(dtype, device)
-        self.generator = _generator(generator, seed, like.device)
+        self.generator = generator_or_seeded(generator, seed, like.device)
         w = approx.performer_features(
             num_features, head_dim, rng=self.generator, like=like, orthogonal=orthogonal
         )

@@ -27,7 +27,7 @@ from .nn_inputs import (
     check_width,
     from_torch_mask,
 )
-from .nn_sdpa import dropout_generator
+from .nn_sdpa import dropout_generator, generator_or_seeded
 
 __all__ = ["MultiheadAttention"]
 
@@ -116,7 +116,7 @@ class MultiheadAttention(nn.Module):
     def _reset_parameters(self) -> None:
         """PyTorch's scheme through :func:`attnkit.init_multi_head_params`."""
         like = self.out_proj.weight
-        gen = self.generator or torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,))))
+        gen = generator_or_seeded(self.generator)
         p = ak.init_multi_head_params(
             self.embed_dim,
             self.num_heads,

@@ -15,17 +15,26 @@ from torch import nn
 import attnkit as ak
 from attnkit.errors import ParameterError
 
-__all__ = ["ScaledDotProductAttention", "dropout_generator"]
+__all__ = ["ScaledDotProductAttention", "dropout_generator", "generator_or_seeded"]
+
+
+def generator_or_seeded(
+    generator: torch.Generator | None, seed: int | None = None, device: Any = None
+) -> torch.Generator:
+    """``generator`` if given, else a fresh one on ``device`` seeded with ``seed``, or with
+    a draw from torch's global RNG (so ``torch.manual_seed`` makes it reproducible, as
+    with ``nn.Dropout`` and ``nn.Linear``'s initialization)."""
+    if generator is not None:
+        return generator
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+    return torch.Generator(device=torch.device(device or "cpu")).manual_seed(int(seed))
 
 
 def dropout_generator(module: nn.Module, like: torch.Tensor) -> torch.Generator:
-    """The module's generator if set, else a fresh one seeded from torch's global RNG
-    (so ``torch.manual_seed`` makes dropout reproducible, as with ``nn.Dropout``)."""
-    gen = getattr(module, "generator", None)
-    if gen is not None:
-        return gen
-    seed = int(torch.randint(0, 2**62, (1,)).item())
-    return torch.Generator(device=like.device).manual_seed(seed)
+    """The module's generator if set, else a fresh one on ``like``'s device seeded from
+    torch's global RNG."""
+    return generator_or_seeded(getattr(module, "generator", None), device=like.device)
 
 
 class ScaledDotProductAttention(nn.Module):

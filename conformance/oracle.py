@@ -1,6 +1,7 @@
 """Independent float64 NumPy oracle for scaled dot-product attention.
 
-This module is the conformance reference for ``attnkit``. It is deliberately
+This module is the conformance oracle for ``attnkit`` (not to be confused with
+``impl="reference"``, the library's own plain formula). It is deliberately
 written without any code from the library itself: clarity first, speed and
 memory last (it may copy, repeat heads and build large masks).
 

@@ -1,4 +1,4 @@
-"""Validate the float64 oracle in ``reference.py`` against brute force.
+"""Validate the float64 oracle in ``oracle.py`` against brute force.
 
 The brute-force oracle below loops over every (batch, head, i, j) in plain
 Python with ``math.exp``, on tiny random shapes with fixed seeds. Gradients
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 try:
-    from conformance.reference import (
+    from conformance.oracle import (
         allowed_mask,
         attention,
         attention_grad,
@@ -23,7 +23,7 @@ try:
         round_to,
     )
 except ImportError:  # conformance/ is not importable as a package from here
-    from reference import (  # type: ignore[no-redef]
+    from oracle import (  # type: ignore[no-redef]
         allowed_mask,
         attention,
         attention_grad,
