@@ -107,6 +107,8 @@ class Backend:
 
     Attributes:
         NAME: the backend's name (one of :data:`NAMES`).
+        MODULE: the framework's import name (``available()`` tries it).
+        NAMESPACE: the import name of its array-API namespace (``namespace()``).
         install_hint: the pip command that installs the framework.
         kernels: the optional fast paths (:class:`Kernels`; none by default).
         block_overhead_elements: the fixed cost of one executor block in score elements
@@ -140,6 +142,8 @@ class Backend:
     """
 
     NAME: str = "generic"
+    MODULE: str = ""
+    NAMESPACE: str = ""
     install_hint: str = ""
     kernels: Kernels = Kernels()
     block_overhead_elements: int | None = None
@@ -147,10 +151,18 @@ class Backend:
     recompute_block: Callable[..., Any] | None = None
 
     def available(self) -> bool:
+        if not self.MODULE:
+            return True
+        try:
+            importlib.import_module(self.MODULE)
+        except ImportError:
+            return False
         return True
 
     def namespace(self) -> Any:
-        raise NotImplementedError(f"the {self.NAME} backend names no namespace")
+        if not self.NAMESPACE:
+            raise NotImplementedError(f"the {self.NAME} backend names no namespace")
+        return importlib.import_module(self.NAMESPACE)
 
     def from_numpy(self, a: Any, dtype: str, device: Any = None) -> Any:
         raise NotImplementedError(f"the {self.NAME} backend cannot convert NumPy arrays")

@@ -27,6 +27,8 @@ def _is_key(rng: Any) -> bool:
 
 class JaxBackend(Backend):
     NAME = "jax"
+    MODULE = "jax"
+    NAMESPACE = "jax.numpy"
     install_hint = 'pip install "attnkit[jax]"  (or: pip install jax)'
     #: The fixed cost of one query block of the generic executor, in score elements of
     #: work (attnkit.blocked.cost; 20,000 by default, from eager PyTorch and NumPy). Under
@@ -36,18 +38,6 @@ class JaxBackend(Backend):
     #: and compiled in 11 s against 22 s. This cost makes 128 rows the choice there (the
     #: best block for a window W is about sqrt(overhead / heads)).
     block_overhead_elements = 131_072
-
-    def available(self) -> bool:
-        try:
-            import jax  # noqa: F401
-        except ImportError:
-            return False
-        return True
-
-    def namespace(self) -> Any:
-        import jax.numpy as xp
-
-        return xp
 
     def from_numpy(self, a: Any, dtype: str, device: Any = None) -> Any:
         import jax.numpy as jnp

@@ -20,6 +20,8 @@ OVERHEAD_PER_HEAD_ELEMENTS = 10_000
 
 class NumpyBackend(Backend):
     NAME = "numpy"
+    MODULE = "numpy"
+    NAMESPACE = "array_api_compat.numpy"
     install_hint = "pip install numpy"
     kernels = Kernels(
         block=block_attention,
@@ -28,18 +30,6 @@ class NumpyBackend(Backend):
         block_overhead_per_head=OVERHEAD_PER_HEAD_ELEMENTS,
         block_held_scores=held_scores,  # one task's slice of rows per thread
     )
-
-    def available(self) -> bool:
-        try:
-            import numpy  # noqa: F401
-        except ImportError:
-            return False
-        return True
-
-    def namespace(self) -> Any:
-        import array_api_compat.numpy as xp
-
-        return xp
 
     def from_numpy(self, a: Any, dtype: str, device: Any = None) -> Any:
         import numpy as np

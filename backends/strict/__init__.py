@@ -18,19 +18,9 @@ __all__ = ["BACKEND", "StrictBackend"]
 
 class StrictBackend(Backend):
     NAME = "strict"
+    MODULE = "array_api_strict"
+    NAMESPACE = "array_api_strict"
     install_hint = 'pip install "attnkit[strict]"  (or: pip install array-api-strict)'
-
-    def available(self) -> bool:
-        try:
-            import array_api_strict  # noqa: F401
-        except ImportError:
-            return False
-        return True
-
-    def namespace(self) -> Any:
-        import array_api_strict as xp
-
-        return xp
 
     def from_numpy(self, a: Any, dtype: str, device: Any = None) -> Any:
         import array_api_strict as xp

@@ -19,6 +19,8 @@ __all__ = ["BACKEND", "TorchBackend"]
 
 class TorchBackend(Backend):
     NAME = "torch"
+    MODULE = "torch"
+    NAMESPACE = "array_api_compat.torch"
     install_hint = 'pip install "attnkit[torch]"  (or: pip install torch==2.13.0)'
 
     @cached_property
@@ -27,18 +29,6 @@ class TorchBackend(Backend):
         from .kernels import KERNELS
 
         return KERNELS
-
-    def available(self) -> bool:
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            return False
-        return True
-
-    def namespace(self) -> Any:
-        import array_api_compat.torch as xp
-
-        return xp
 
     def from_numpy(self, a: Any, dtype: str, device: Any = None) -> Any:
         import numpy as np

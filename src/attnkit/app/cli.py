@@ -11,6 +11,7 @@ from typing import Any
 from attnkit import __version__, backends
 
 from . import cli_explain, cli_verify, cli_viz
+from .arguments import even_width, lengths_arg, positive_int
 from .tables import table
 
 __all__ = ["main"]
@@ -114,7 +115,16 @@ def _bench_hf(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-_HF_EXCLUDES = ("backend", "targets", "lengths", "window", "window_lengths", "flex", "json", "plot")
+_HF_EXCLUDES = (
+    "backend",
+    "targets",
+    "lengths",
+    "window",
+    "window_lengths",
+    "flex",
+    "json",
+    "plot",
+)
 
 
 def _add_bench(commands: Any) -> None:
@@ -144,22 +154,24 @@ def _add_bench(commands: Any) -> None:
         help="run exactly the measurements of the performance targets 1-8 (minutes)",
     )
     bench.add_argument(
-        "--lengths", type=_lengths, help="dense lengths L = S, comma-separated (default 1024,4096)"
+        "--lengths",
+        type=lengths_arg,
+        help="dense lengths L = S, comma-separated (default 1024,4096)",
     )
     bench.add_argument(
-        "--window", type=_even_width, help="window width W, even (default 256: W/2 each side)"
+        "--window", type=even_width, help="window width W, even (default 256: W/2 each side)"
     )
     bench.add_argument(
         "--window-lengths",
-        type=_lengths,
+        type=lengths_arg,
         help="lengths of the window cases, comma-separated (default 8192,16384)",
     )
     bench.add_argument(
-        "--repeats", type=_positive_int, help="timed samples, median taken (default 5)"
+        "--repeats", type=positive_int, help="timed samples, median taken (default 5)"
     )
     bench.add_argument(
         "--rounds",
-        type=_positive_int,
+        type=positive_int,
         help="run the timed measurements this many times, interleaved, and keep each one's "
         "fastest round (default 3 with --targets, else 1; the machine's noise only adds time; "
         "with --targets the jobs of targets 1 and 8, attnkit against the kernel it calls, "
@@ -218,41 +230,13 @@ def _parser() -> argparse.ArgumentParser:
         help="run only this backend (repeatable; default: all installed)",
     )
     demo.add_argument("--dtype", default="float32", choices=("float32", "float64"))
-    demo.add_argument("--repeats", type=_positive_int, default=5, help="timed runs (median)")
+    demo.add_argument("--repeats", type=positive_int, default=5, help="timed runs (median)")
     demo.set_defaults(run=_demo)
     _add_bench(commands)
     cli_viz.add_parser(commands)
     cli_verify.add_parser(commands)
     cli_explain.add_parser(commands)
     return parser
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _lengths(text: str) -> tuple[int, ...]:
-    lengths = tuple(_positive_int(part.strip()) for part in text.split(",") if part.strip())
-    if not lengths:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated positive integers, got {text!r}"
-        )
-    return lengths
-
-
-def _even_width(text: str) -> int:
-    value = _positive_int(text)
-    if value % 2:
-        raise argparse.ArgumentTypeError(
-            f"expected an even window width (W/2 keys on each side), got {value}"
-        )
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,6 +15,8 @@ from typing import Any
 from attnkit import backends, explain
 from attnkit.errors import AttnkitError
 
+from .arguments import non_negative_int as _n
+
 __all__ = ["add_parser"]
 
 
@@ -29,31 +31,21 @@ def add_parser(commands: Any) -> None:
         "L x S, and the estimated working memory. Nothing is computed but masks.",
     )
     cmd.add_argument("--backend", default="numpy", choices=backends.NAMES)
-    cmd.add_argument("--L", type=_size, default=1024, help="query length (default 1024)")
-    cmd.add_argument("--S", type=_size, default=None, help="key length (default L)")
-    cmd.add_argument("--heads", type=_size, default=8, help="query heads (default 8)")
-    cmd.add_argument("--kv-heads", type=_size, default=None, help="key/value heads (GQA)")
-    cmd.add_argument("--head-dim", type=_size, default=64, help="E (default 64)")
-    cmd.add_argument("--batch", type=_size, default=1)
+    cmd.add_argument("--L", type=_n, default=1024, help="query length (default 1024)")
+    cmd.add_argument("--S", type=_n, default=None, help="key length (default L)")
+    cmd.add_argument("--heads", type=_n, default=8, help="query heads (default 8)")
+    cmd.add_argument("--kv-heads", type=_n, default=None, help="key/value heads (GQA)")
+    cmd.add_argument("--head-dim", type=_n, default=64, help="E (default 64)")
+    cmd.add_argument("--batch", type=_n, default=1)
     cmd.add_argument(
         "--dtype", default="float32", choices=("float16", "bfloat16", "float32", "float64")
     )
-    cmd.add_argument("--window", type=_size, default=None, help="total width W (W/2 each side)")
+    cmd.add_argument("--window", type=_n, default=None, help="total width W (W/2 each side)")
     cmd.add_argument("--causal", action="store_true", help="is_causal=True")
     cmd.add_argument("--impl", default="auto", choices=("auto", "generic", "reference"))
     cmd.add_argument("--weights", action="store_true", help="return_weights=True")
-    cmd.add_argument("--block-size", type=_size, default=None)
+    cmd.add_argument("--block-size", type=_n, default=None)
     cmd.set_defaults(run=_run, parser=cmd)
-
-
-def _size(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
-    return value
 
 
 def _run(args: argparse.Namespace) -> int:
