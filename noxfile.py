@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import nox
+import nox.command
 
 nox.options.sessions = [
     "lint",
@@ -25,6 +26,8 @@ nox.options.error_on_missing_interpreters = True
 
 TORCH = "torch==2.13.0"
 TEST_DEPS = ("pytest>=8",)
+# The conformance matrix includes the hypothesis-driven differential fuzzer (test_fuzz.py).
+CONFORMANCE_DEPS = (*TEST_DEPS, "hypothesis")
 # The unit tests also exercise visualization, the Hugging Face backend and the bundled model;
 # selenium drives Chromium for the interactive page (tests/test_viz_html.py).
 UNIT_DEPS = (
@@ -68,7 +71,7 @@ def _conformance(session: nox.Session, backend: str, *extra: str) -> None:
 @nox.session(name="conformance-numpy")
 def conformance_numpy(session: nox.Session) -> None:
     """The matrix on NumPy, then again with read-only inputs."""
-    session.install(*TEST_DEPS)
+    session.install(*CONFORMANCE_DEPS)
     session.install(".")
     _conformance(session, "numpy")
     _conformance(session, "numpy", "--readonly")
@@ -77,7 +80,7 @@ def conformance_numpy(session: nox.Session) -> None:
 @nox.session(name="conformance-strict")
 def conformance_strict(session: nox.Session) -> None:
     """The matrix on array-api-strict, inputs on its second device."""
-    session.install("array-api-strict", *TEST_DEPS)
+    session.install("array-api-strict", *CONFORMANCE_DEPS)
     session.install(".")
     _conformance(session, "strict")
 
@@ -85,7 +88,7 @@ def conformance_strict(session: nox.Session) -> None:
 @nox.session(name="conformance-torch")
 def conformance_torch(session: nox.Session) -> None:
     """The matrix on PyTorch, with gradients and torch SDPA comparisons."""
-    session.install(TORCH, *TEST_DEPS)
+    session.install(TORCH, *CONFORMANCE_DEPS)
     session.install(".")
     _conformance(session, "torch")
 
@@ -93,10 +96,42 @@ def conformance_torch(session: nox.Session) -> None:
 @nox.session(name="conformance-jax")
 def conformance_jax(session: nox.Session) -> None:
     """The matrix on JAX, eagerly and under jax.jit, with jax.nn comparisons."""
-    session.install("jax", *TEST_DEPS)
+    session.install("jax", *CONFORMANCE_DEPS)
     session.install(".")
     _conformance(session, "jax")
     _conformance(session, "jax", "--jit")
+
+
+FUZZ_RUNS = (
+    ("--backend=numpy",),
+    ("--backend=torch",),
+    ("--backend=jax",),
+    ("--backend=jax", "--jit"),
+    ("--backend=strict",),
+)
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """The differential fuzzer's long profile on every backend (not a default session).
+
+    Many random examples on numpy, torch, jax (eagerly and under jax.jit) and
+    array-api-strict; every backend runs even when one fails. It takes many minutes; the
+    conformance sessions run the fuzzer in its short, derandomized ``ci`` profile.
+    """
+    session.install(TORCH, "jax", "array-api-strict", "hypothesis", "pytest")
+    session.install(".")
+    env = {"ATTNKIT_FUZZ_PROFILE": "long"}
+    failed = []
+    for flags in FUZZ_RUNS:
+        try:
+            session.run(
+                "pytest", "conformance/test_fuzz.py", "-q", *flags, *session.posargs, env=env
+            )
+        except nox.command.CommandFailed:
+            failed.append(" ".join(flags))
+    if failed:
+        session.error(f"the fuzzer failed on: {', '.join(failed)}")
 
 
 @nox.session

@@ -13,8 +13,8 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import pytest
 import oracle as ref
+import pytest
 from cases import CASES, Case
 from harness import Backend, draw_inputs, full_inputs, to_backend
 from test_matrix import _score_max

@@ -12,8 +12,8 @@ import math
 from typing import Any
 
 import numpy as np
-import pytest
 import oracle as ref
+import pytest
 from cases import CASES, Case
 from harness import LOW_PRECISION, Backend, draw_inputs, full_inputs, to_backend
 from tolerances import RHO_OUT, assert_close, exact_allowed, lowp_allowed

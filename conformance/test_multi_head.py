@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pytest
 import oracle as ref
+import pytest
 from harness import Backend
 from tolerances import assert_close
 

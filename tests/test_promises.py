@@ -420,3 +420,34 @@ def test_window_offsets_beyond_int32_on_jax_without_x64() -> None:
         [sys.executable, "-c", _BIG_OFFSETS], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+# --- found by the fuzzer -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_gqa_value_with_its_own_batch_and_no_keys(lib: Lib, impl: str) -> None:
+    """GQA with a value carrying leading dims the scores lack, S = 0: the lse has the
+    scores' leading dims and is broadcast to the output's."""
+    q, k, v = normal(0, 2, 1, 1), normal(1, 1, 0, 1), normal(2, 2, 1, 0, 1)
+    out, lse = ak.scaled_dot_product_attention(
+        *(lib.asarray(x, "float32") for x in (q, k, v)),
+        enable_gqa=True,
+        return_lse=True,
+        impl=impl,
+    )
+    assert tuple(out.shape) == (2, 2, 1, 1) and tuple(lse.shape) == (2, 2, 1)
+    assert (lib.numpy(out) == 0).all() and (lib.numpy(lse) == -np.inf).all()
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_dead_values_of_one_batch_entry_never_leak(lib: Lib, impl: str) -> None:
+    """Keys shared by the batch, values per batch entry: batch 0 may attend nothing, so
+    its value rows are dead even though batch 1 attends the same key rows."""
+    q, k, v = normal(0, 2, 1), normal(1, 2, 1), normal(2, 2, 2, 1)
+    mask = np.array([False, True]).reshape(2, 1, 1)
+    clean = attend(lib, q, k, v, attn_mask=mask, impl=impl)
+    v[0] = math.nan
+    got = attend(lib, q, k, v, attn_mask=mask, impl=impl)
+    assert (got[0] == 0).all(), f"impl={impl}: batch 0 gave {got[0]}"
+    assert_rows_equal(got, clean, slice(None), f"impl={impl}")

@@ -182,10 +182,17 @@ def _finish(p: Problem, out: Any, weights: Any, lse: Any) -> Any:
 
 
 def _shaped(p: Problem, x: Any, tail: tuple[int, ...], dtype: Any) -> Any:
+    """``x`` (..., [Hkv, G,] *tail) in ``dtype`` as (*out_lead, *tail): GQA's (Hkv, G)
+    merged into Hq, then leading dims that an operand broadcast expanded (a value with
+    more leading dims than the scores, say)."""
     xp = p.xp
     if x.dtype != dtype:
         x = xp.astype(x, dtype)
     target = (*p.out_lead, *tail)
+    if tuple(x.shape) != target and p.gqa_groups > 1:
+        n = len(tail) + 2
+        hkv, groups = x.shape[-n], x.shape[-n + 1]
+        x = xp.reshape(x, (*x.shape[:-n], hkv * groups, *tail))  # (..., Hq, *tail)
     if tuple(x.shape) != target:
-        x = xp.reshape(x, target) if p.gqa_groups > 1 else xp.broadcast_to(x, target)
+        x = xp.broadcast_to(x, target)
     return x

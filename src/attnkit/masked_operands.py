@@ -43,25 +43,26 @@ def neutralize(xp: Any, q: Any, k: Any, v: Any, allowed: Any) -> tuple[Any, Any,
 
     q (..., Bq, E), k (..., Sk, E), v (..., Sk, Ev) -> the same shapes.
     """
-    cols = xp.matrix_transpose(_shared_any(xp, allowed, -2, k.shape, v.shape))  # (..., Sk|1, 1)
+    k_cols = xp.matrix_transpose(_shared_any(xp, allowed, -2, k.shape))  # (..., Sk|1, 1)
+    v_cols = k_cols
+    if tuple(v.shape[:-2]) != tuple(k.shape[:-2]):  # value has leading dims of its own
+        v_cols = xp.matrix_transpose(_shared_any(xp, allowed, -2, v.shape))
     rows = _shared_any(xp, allowed, -1, q.shape)  # (..., Bq|1, 1)
-    return xp.where(rows, q, 0.0), xp.where(cols, k, 0.0), xp.where(cols, v, 0.0)
+    return xp.where(rows, q, 0.0), xp.where(k_cols, k, 0.0), xp.where(v_cols, v, 0.0)
 
 
-def _shared_any(xp: Any, allowed: Any, axis: int, *shapes: tuple[int, ...]) -> Any:
+def _shared_any(xp: Any, allowed: Any, axis: int, shape: tuple[int, ...]) -> Any:
     """any(allowed) over ``axis`` (-1 or -2, kept) and over every leading axis on which an
-    operand of one of ``shapes`` is broadcast (size 1 or absent), so the result's leading
-    dims broadcast to each operand's without enlarging it."""
+    operand of ``shape`` is broadcast (size 1 or absent), so the result's leading dims
+    broadcast to the operand's without enlarging it."""
     alive = xp.any(allowed, axis=axis, keepdims=True)
     n_lead = alive.ndim - 2
-    extra = n_lead - min(len(s) - 2 for s in shapes)  # axes no operand has
+    extra = n_lead - (len(shape) - 2)  # leading axes the operand lacks
     reduce = []
     for i in range(n_lead):
         if alive.shape[i] == 1:
             continue
-        sizes = [s[i - (n_lead - len(s) + 2)] if i - (n_lead - len(s) + 2) >= 0 else 1
-                 for s in shapes]  # fmt: skip
-        if i < extra or any(size == 1 for size in sizes):
+        if i < extra or shape[i - extra] == 1:
             reduce.append(i)
     if reduce:
         alive = xp.any(alive, axis=tuple(reduce), keepdims=True)
