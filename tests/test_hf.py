@@ -488,7 +488,7 @@ def test_sinks_and_position_bias_equal_the_formulas() -> None:
     [
         ({"head_mask": torch.ones(4)}, ["head_mask=", "(4,)", "eager"]),
         ({"indices": torch.zeros(2, 5, 3)}, ["indices="]),
-        ({"some_new_bias": 0.5}, ["some_new_bias=0.5"]),
+        ({"block_indices": torch.zeros(2, 3)}, ["block_indices=", "(2, 3)"]),
         ({"softcap": 30.0, "position_bias": torch.zeros(1, 4, 5, 7)}, ["softcap", "position_bias"]),
         ({"softcap": -1.0}, ["softcap", "-1.0"]),
         ({"sliding_window": 0}, ["sliding_window", "0"]),
@@ -508,6 +508,7 @@ def test_harmless_and_none_kwargs_are_accepted() -> None:
     q, k, v = qkv()
     plain, _ = hf.attention(module(), q, k, v, None, scaling=0.3)
     extra = {name: torch.zeros(1) for name in hf.HARMLESS_KWARGS}
+    extra["some_new_flag"] = 0.5  # unknown: ignored, as every eager ignores it
     out, weights = hf.attention(module(), q, k, v, None, scaling=0.3, head_mask=None, **extra)
     assert weights is None
     assert_close(out, plain, 0.0, "harmless kwargs change nothing")

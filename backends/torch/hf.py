@@ -33,13 +33,19 @@ from :func:`attnkit.scaled_dot_product_attention`:
 - ``dropout``: only while ``module.training``; drawn from ``module.attnkit_generator``
   (see :func:`set_dropout_generator`), else from a ``torch.Generator`` seeded from
   torch's global generator, so ``torch.manual_seed`` makes a run repeatable, as eager's.
-- ``output_attentions=True`` (or ``config.output_attentions``): the weights attnkit
-  computed (``return_weights=True``), never an eager fallback.
+- ``output_attentions=True`` (or ``config.output_attentions``, or transformers' output
+  recorder collecting attentions, as GPT-2 and OPT do): the weights attnkit computed
+  (``return_weights=True``), never an eager fallback.
 
-Accepted and not needed (the mask or the caller carries what they say):
-:data:`HARMLESS_KWARGS`. Refused with :class:`attnkit.ParameterError` naming the kwarg:
-any other kwarg whose value is not None (``head_mask``, DeepSeek's sparse ``indices``,
-...), and ``softcap`` with ``position_bias`` together (no model defines their order).
+Ignored, as every family's eager attention ignores them: every other kwarg (those known
+are :data:`HARMLESS_KWARGS`: positions, cache objects, packing metadata, a tokenizer's
+``token_type_ids``). Refused with :class:`attnkit.ParameterError` naming the kwarg:
+:data:`REFUSED_KWARGS` not None (``head_mask``, DeepSeek's sparse ``indices``: they change
+the math), and ``softcap`` with ``position_bias`` together (no model defines their order).
+
+Families: only those whose attention dispatches through transformers' attention interface
+call a registered function; :func:`register` makes transformers refuse the others at load
+(:mod:`attnkit.backends.torch.hf_compat`). The README's table lists the families tested.
 
 Where attnkit differs from eager: a query row with nothing to attend (a left-padding
 row under causal masking) gives output 0 and weights 0; eager gives the mean of the
@@ -55,12 +61,14 @@ from typing import Any
 
 from attnkit.errors import ArgumentTypeError, ParameterError
 
-from .hf_attention import GENERATOR_ATTRIBUTE, HARMLESS_KWARGS, attention
+from . import hf_compat
+from .hf_attention import GENERATOR_ATTRIBUTE, HARMLESS_KWARGS, REFUSED_KWARGS, attention
 from .hf_mask import mask
 
 __all__ = [
     "GENERATOR_ATTRIBUTE",
     "HARMLESS_KWARGS",
+    "REFUSED_KWARGS",
     "attention",
     "mask",
     "register",
@@ -71,8 +79,11 @@ __all__ = [
 def register(name: str = "attnkit") -> str:
     """Register :func:`attention` and :func:`mask` with transformers under ``name``.
 
-    Idempotent: registering again changes nothing. Returns ``name``, for
-    ``attn_implementation=register()``.
+    Also makes transformers refuse ``name`` at load for a family whose attention never
+    calls a registered function (Bloom, Falcon, DeBERTa-v2, ...: a ParameterError naming
+    the family and the implementation to use), and accept ``config.output_attentions``
+    with it (:mod:`attnkit.backends.torch.hf_compat`). Idempotent: registering again
+    changes nothing. Returns ``name``, for ``attn_implementation=register()``.
     """
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
@@ -81,6 +92,8 @@ def register(name: str = "attnkit") -> str:
         raise ParameterError(f"register needs a non-empty name, got {name!r}.")
     AttentionInterface.register(name, attention)
     AttentionMaskInterface.register(name, mask)
+    hf_compat.NAMES.add(name)
+    hf_compat.install()
     return name
 
 

@@ -14,7 +14,9 @@ from typing import Any
 import attnkit as ak
 from attnkit.errors import ParameterError, ShapeError
 
-__all__ = ["GENERATOR_ATTRIBUTE", "HARMLESS_KWARGS", "attention"]
+from .hf_compat import weights_requested
+
+__all__ = ["GENERATOR_ATTRIBUTE", "HARMLESS_KWARGS", "REFUSED_KWARGS", "attention"]
 
 #: kwargs transformers passes that do not change the math here: flags for what to
 #: record or cache, positions (already in the rotary embeddings and the mask), packing
@@ -36,8 +38,15 @@ HARMLESS_KWARGS = frozenset(
         "past_key_values",
         "position_ids",
         "seq_idx",
+        "token_type_ids",
         "use_cache",
     }
+)
+#: kwargs whose names say they change the math in a way attnkit does not compute (head
+#: masks scale the probabilities; sparse ``indices`` pick the keys): refused when not None.
+#: Every other kwarg is ignored, as every family's eager attention ignores it.
+REFUSED_KWARGS = frozenset(
+    {"cross_attn_head_mask", "head_mask", "layer_head_mask", "indices", "block_indices"}
 )
 #: The attribute of an attention module holding its dropout ``torch.Generator``.
 GENERATOR_ATTRIBUTE = "attnkit_generator"
@@ -117,8 +126,7 @@ def _read_kwargs(module: Any, kwargs: dict[str, Any], bhl: tuple[int, int, int])
         "is_causal": kwargs.pop("is_causal", None),
         "sliding_window": kwargs.pop("sliding_window", None),
         "position_bias": kwargs.pop("position_bias", None),
-        "output_attentions": bool(kwargs.pop("output_attentions", False))
-        or bool(getattr(getattr(module, "config", None), "output_attentions", False)),
+        "output_attentions": weights_requested(module, kwargs),
         "sinks": [],
         "score_mod": None,
     }
@@ -152,13 +160,14 @@ def _read_kwargs(module: Any, kwargs: dict[str, Any], bhl: tuple[int, int, int])
         if sink is not None:
             options["sinks"].append(_sink_logits(name, sink, *bhl))
     for name, value in kwargs.items():
-        if value is None or name in HARMLESS_KWARGS:
-            continue
+        if value is None or name not in REFUSED_KWARGS:
+            continue  # eager ignores it too
         raise ParameterError(
             f"the transformers model passed {name}={_describe(value)} to the attention, a "
-            f"kwarg attnkit does not compute; it may change the math (as head_mask or sparse "
-            f"indices do), so attnkit refuses rather than ignore it. Use "
-            f"attn_implementation='eager' for this model, or drop {name} from the call."
+            f"kwarg that changes the math (head masks scale the weights, sparse indices pick "
+            f"the keys) and that attnkit does not compute, so attnkit refuses rather than "
+            f"ignore it. Use attn_implementation='eager' for this model, or drop {name} from "
+            f"the call."
         )
     return options
 

@@ -6,7 +6,8 @@ All the math is :func:`attnkit.scaled_dot_product_attention`,
 ``torch.Generator``. They live in one module each and are re-exported here:
 
 ``MultiheadAttention``          the drop-in ``torch.nn.MultiheadAttention``
-                                (``nn_multihead.py``; masks converted by ``nn_masks.py``)
+                                (``nn_multihead.py``; inputs and masks checked and converted by
+                                ``nn_inputs.py``, torch's layers and autocast: ``nn_fit.py``)
 ``ScaledDotProductAttention``   attention over given heads (``nn_sdpa.py``)
 ``LinformerAttention``, ``PerformerAttention``, ``NystromAttention``
                                 the approximations (``nn_approx.py``)

@@ -20,6 +20,7 @@ from attnkit.checks import check_flag
 from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
 from attnkit.multi_head_params import check_heads
 
+from .nn_fit import autocast_dtype, cast_params, from_nested, to_nested
 from .nn_inputs import (
     batched_masks,
     check_forward,
@@ -27,7 +28,8 @@ from .nn_inputs import (
     check_width,
     from_torch_mask,
 )
-from .nn_sdpa import dropout_generator, generator_or_seeded
+from .nn_multihead_params import module_params, reset_parameters
+from .nn_sdpa import dropout_generator
 
 __all__ = ["MultiheadAttention"]
 
@@ -80,7 +82,7 @@ class MultiheadAttention(nn.Module):
         check_heads(num_heads, self.num_kv_heads)
         self.kdim = embed_dim if kdim is None else kdim
         self.vdim = embed_dim if vdim is None else vdim
-        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self._packed = self.kdim == embed_dim and self.vdim == embed_dim  # one in_proj_weight
         self.head_dim = embed_dim // num_heads
         self.dropout, self.batch_first, self.add_zero_attn = (
             float(dropout),
@@ -91,7 +93,7 @@ class MultiheadAttention(nn.Module):
         self.window, self.is_causal, self.generator = window, is_causal, generator
         kw = {"device": device, "dtype": dtype}
         rq, rk = num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        if self._qkv_same_embed_dim:
+        if self._packed:
             self.in_proj_weight = nn.Parameter(torch.empty((rq + 2 * rk, embed_dim), **kw))
             self.register_parameter("q_proj_weight", None)
             self.register_parameter("k_proj_weight", None)
@@ -115,67 +117,20 @@ class MultiheadAttention(nn.Module):
 
     def _reset_parameters(self) -> None:
         """PyTorch's scheme through :func:`attnkit.init_multi_head_params`."""
-        like = self.out_proj.weight
-        gen = generator_or_seeded(self.generator)
-        p = ak.init_multi_head_params(
-            self.embed_dim,
-            self.num_heads,
-            rng=gen,
-            num_kv_heads=self.num_kv_heads,
-            kdim=self.kdim,
-            vdim=self.vdim,
-            add_bias_kv=self.bias_k is not None,
-            dtype=like.dtype if like.dtype.is_floating_point else torch.float32,
-        )
-        with torch.no_grad():
-            if self._qkv_same_embed_dim:
-                self.in_proj_weight.copy_(torch.cat([p.q_weight, p.k_weight, p.v_weight]))
-            else:
-                self.q_proj_weight.copy_(p.q_weight)
-                self.k_proj_weight.copy_(p.k_weight)
-                self.v_proj_weight.copy_(p.v_weight)
-            if self.in_proj_bias is not None:
-                self.in_proj_bias.zero_()
-                self.out_proj.bias.zero_()
-            self.out_proj.weight.copy_(p.out_weight)
-            if self.bias_k is not None:
-                self.bias_k.copy_(p.bias_k.reshape(1, 1, -1))
-                self.bias_v.copy_(p.bias_v.reshape(1, 1, -1))
+        reset_parameters(self)
+
+    @property
+    def _qkv_same_embed_dim(self) -> bool:
+        """Read by ``nn.TransformerEncoder``/``TransformerEncoderLayer`` to choose torch's
+        native fused layer, which would take this module's weights and bypass attnkit (and
+        GQA, RoPE and windows with it); False keeps them on the path that calls
+        :meth:`forward`. (Whether the projections are packed is ``_packed``.)"""
+        return False
 
     @property
     def params(self) -> ak.MultiHeadParams:
         """The parameters as :class:`attnkit.MultiHeadParams` (views, autograd intact)."""
-        bk = None if self.bias_k is None else self.bias_k.reshape(-1)
-        bv = None if self.bias_v is None else self.bias_v.reshape(-1)
-        out_b = self.out_proj.bias
-        if self._qkv_same_embed_dim:
-            return ak.MultiHeadParams.from_packed(
-                self.in_proj_weight,
-                self.out_proj.weight,
-                self.in_proj_bias,
-                out_b,
-                num_heads=self.num_heads,
-                num_kv_heads=self.num_kv_heads,
-                bias_k=bk,
-                bias_v=bv,
-            )
-        qb = kb = vb = None
-        if self.in_proj_bias is not None:
-            rq, rk = self.q_proj_weight.shape[0], self.k_proj_weight.shape[0]
-            b = self.in_proj_bias
-            qb, kb, vb = b[:rq], b[rq : rq + rk], b[rq + rk :]
-        return ak.MultiHeadParams(
-            self.q_proj_weight,
-            self.k_proj_weight,
-            self.v_proj_weight,
-            self.out_proj.weight,
-            qb,
-            kb,
-            vb,
-            out_b,
-            bk,
-            bv,
-        )
+        return module_params(self)
 
     def _batched(self, x: torch.Tensor | None) -> torch.Tensor | None:
         """(B, N, D) whatever ``batch_first`` says."""
@@ -196,7 +151,39 @@ class MultiheadAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """As ``torch.nn.MultiheadAttention.forward``: inputs (L, B, D) or, with
         ``batch_first``, (B, L, D), or unbatched (L, D); returns ``(attn_output,
-        attn_weights)`` with weights (B, L, S) averaged or (B, Hq, L, S), or None."""
+        attn_weights)`` with weights (B, L, S) averaged or (B, Hq, L, S), or None.
+
+        Under ``torch.autocast`` the inputs and parameters are cast to its dtype, as torch's
+        module computes; a nested-tensor query (``nn.TransformerEncoder``'s fast path) is
+        padded, attended and returned nested (:mod:`attnkit.backends.torch.nn_fit`)."""
+        if isinstance(query, torch.Tensor) and query.is_nested:
+            x, padding, lengths = from_nested(
+                query, key, value, {"key_padding_mask": key_padding_mask, "attn_mask": attn_mask}
+            )
+            if not self.batch_first:
+                x = x.transpose(0, 1)  # (B, N, D) -> (N, B, D)
+            out, _ = self.forward(x, x, x, padding, False, None, average_attn_weights, is_causal)
+            return to_nested(out if self.batch_first else out.transpose(0, 1), lengths), None
+        rest = (key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal)
+        qkv = (query, key, value)
+        dtype = autocast_dtype(query) if all(isinstance(t, torch.Tensor) for t in qkv) else None
+        if dtype is None:
+            return self._forward(*qkv, *rest)
+        with torch.autocast(query.device.type, enabled=False):
+            return self._forward(*(t.to(dtype) for t in qkv), *rest, dtype)
+
+    def _forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_padding_mask: torch.Tensor | None,
+        need_weights: bool,
+        attn_mask: torch.Tensor | None,
+        average_attn_weights: bool,
+        is_causal: bool,
+        dtype: torch.dtype | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         check_forward(
             self,
             {"query": query, "key": key, "value": value},
@@ -225,7 +212,15 @@ class MultiheadAttention(nn.Module):
             self, key_padding_mask, attn_mask, (B, L, S), (query, key), unbatched
         )
         out, weights = self._attend(
-            q, k, v, kpm, am, need_weights, average_attn_weights, is_causal or self.is_causal
+            q,
+            k,
+            v,
+            kpm,
+            am,
+            need_weights,
+            average_attn_weights,
+            is_causal or self.is_causal,
+            dtype=dtype,
         )
         out = out if self.batch_first else out.transpose(0, 1)
         if unbatched:
@@ -244,13 +239,15 @@ class MultiheadAttention(nn.Module):
         average: bool,
         is_causal: bool,
         cache: ak.KVCache | None = None,
+        dtype: torch.dtype | None = None,
     ) -> Any:
         p = self.dropout if self.training else 0.0
+        params = self.params if dtype is None else cast_params(self.params, dtype)
         result = ak.multi_head_attention(
             q,
             k,
             v,
-            self.params,
+            params,
             num_heads=self.num_heads,
             num_kv_heads=self.num_kv_heads,
             key_padding_mask=kpm,

@@ -1,0 +1,112 @@
+"""Which transformers families attnkit serves, and the two places transformers must let it in.
+
+transformers (>= 5) calls a registered attention function only from model families whose
+attention modules dispatch through ``ALL_ATTENTION_FUNCTIONS``. Others (Bloom, Falcon,
+DeBERTa-v2, GPT-Neo, MPT, ...) read ``config._attn_implementation`` themselves: given an
+unknown name they fail (Falcon: ``KeyError``), never call it (DeBERTa-v2), or treat
+attnkit's bool mask as additive (Bloom: nothing masked). :func:`install` makes
+transformers ask at load, so such a family is refused with an attnkit error naming it and
+the implementation to use instead, and lets ``config.output_attentions = True`` stand
+with attnkit (transformers allows it only with eager, since sdpa returns no weights;
+attnkit returns the weights it computed).
+
+Both are small wraps of transformers' own methods, installed once by
+:func:`attnkit.backends.torch.hf.register` and active only for the names registered there.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any
+
+from attnkit.errors import ParameterError
+
+__all__ = ["install", "routes_through_interface", "weights_requested"]
+
+#: The names :func:`attnkit.backends.torch.hf.register` registered.
+NAMES: set[str] = set()
+_INSTALLED = "_attnkit_wrapped"
+
+
+def routes_through_interface(model_class: type) -> bool:
+    """Whether ``model_class``'s attention calls the registered attention function: it
+    says so (``_supports_attention_backend``) or its modeling module dispatches through
+    ``ALL_ATTENTION_FUNCTIONS`` (T5, BART and Whisper do without saying so)."""
+    if getattr(model_class, "_supports_attention_backend", False):
+        return True
+    module = sys.modules.get(model_class.__module__)
+    return module is not None and "ALL_ATTENTION_FUNCTIONS" in vars(module)
+
+
+def _refuse(model: Any, name: str) -> None:
+    cls = type(model)
+    family = getattr(getattr(model, "config", None), "model_type", None) or cls.__name__
+    instead = "sdpa" if getattr(cls, "_supports_sdpa", False) else "eager"
+    raise ParameterError(
+        f"the transformers family {family!r} ({cls.__name__}) computes its attention itself "
+        f"and never calls a registered attention function, so attn_implementation={name!r} "
+        f"would be ignored or misread (its mask taken for another kind). Load it with "
+        f"attn_implementation={instead!r}; attnkit serves the families that dispatch "
+        f"through transformers' attention interface (README: Hugging Face families)."
+    )
+
+
+def install() -> None:
+    """Wrap transformers' load-time check and the ``output_attentions`` setter (once)."""
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    check = PreTrainedModel._check_and_adjust_attn_implementation
+    if not getattr(check, _INSTALLED, False):
+
+        @functools.wraps(check)
+        def checked(self: Any, attn_implementation: Any, *args: Any, **kwargs: Any) -> Any:
+            chosen = check(self, attn_implementation, *args, **kwargs)
+            if chosen in NAMES and not routes_through_interface(type(self)):
+                _refuse(self, chosen)
+            return chosen
+
+        setattr(checked, _INSTALLED, True)
+        PreTrainedModel._check_and_adjust_attn_implementation = checked
+
+    prop = PretrainedConfig.__dict__.get("output_attentions")
+    if isinstance(prop, property) and not getattr(prop.fset, _INSTALLED, False):
+        setter = prop.fset
+
+        def set_output_attentions(config: Any, value: bool) -> None:
+            if value and config._attn_implementation in NAMES:
+                config._output_attentions = value  # attnkit returns its weights
+                return
+            setter(config, value)
+
+        setattr(set_output_attentions, _INSTALLED, True)
+        PretrainedConfig.output_attentions = property(prop.fget, set_output_attentions, prop.fdel)
+
+    validate = getattr(PretrainedConfig, "validate_output_attentions", None)
+    if validate is not None and not getattr(validate, _INSTALLED, False):
+
+        @functools.wraps(validate)
+        def validated(config: Any) -> Any:
+            if config._attn_implementation in NAMES:
+                return None
+            return validate(config)
+
+        setattr(validated, _INSTALLED, True)
+        PretrainedConfig.validate_output_attentions = validated
+
+
+def weights_requested(module: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether the model wants this call's attention weights: ``output_attentions`` in the
+    kwargs or the config, or transformers' output recorder collecting attentions (GPT-2
+    and OPT drop the kwarg before it reaches the attention and record the weights with a
+    forward hook on the attention module)."""
+    if kwargs.get("output_attentions") or getattr(
+        getattr(module, "config", None), "output_attentions", False
+    ):
+        return True
+    try:
+        from transformers.utils.output_capturing import _active_collector
+    except ImportError:  # an older transformers: the kwarg is the only signal
+        return False
+    collecting = _active_collector.get()
+    return bool(collecting) and any("attentions" in key for key in collecting)
