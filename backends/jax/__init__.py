@@ -1,5 +1,9 @@
 """The JAX backend: dropout draws from a PRNG key; each block folds in its stream number;
-``jax.checkpoint`` recomputes blocks in the backward pass."""
+``jax.checkpoint`` recomputes blocks in the backward pass.
+
+Front-ends: :func:`dot_product_attention` (``nn.py``), a drop-in for
+``jax.nn.dot_product_attention``; ``mha`` (multi-head attention as pure functions);
+``flax`` (a ``flax.nnx`` module, with Flax installed)."""
 
 from __future__ import annotations
 
@@ -10,8 +14,9 @@ from attnkit.errors import ArgumentTypeError
 from attnkit.shapes import type_name
 
 from .. import Backend
+from .nn import dot_product_attention
 
-__all__ = ["BACKEND", "JaxBackend"]
+__all__ = ["BACKEND", "JaxBackend", "dot_product_attention"]
 
 
 def _is_key(rng: Any) -> bool:

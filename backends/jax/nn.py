@@ -1,0 +1,165 @@
+"""``dot_product_attention``: a drop-in for ``jax.nn.dot_product_attention`` over attnkit.
+
+Same signature, layout and arguments as ``jax.nn.dot_product_attention`` (jax 0.4.31 and
+later): query (B, T, N, H) or (T, N, H), key and value (B, S, K, H) with N % K == 0 (GQA
+inferred from the shapes, never repeated), ``bias`` and ``mask`` together (4-D, or 3-D
+unbatched, broadcastable to (B, N, T, S)), ``is_causal`` (top-left: query t sees keys
+<= t), ``query_seq_lengths`` / ``key_value_seq_lengths`` (B,), ``local_window_size``
+(int or (left, right)), ``scale``, ``return_residual`` (the row log-sum-exp, (B, T, N)).
+Underneath is :func:`attnkit.scaled_dot_product_attention`, so attnkit's semantics hold:
+
+- a query row with no key to attend (padding beyond ``query_seq_lengths``, a window or
+  mask that leaves nothing) gives 0 and residual -inf, where jax.nn gives the mean of
+  the values;
+- float64 inputs (``jax_enable_x64``) are computed and returned in float64;
+- NaN or inf in masked keys or values never reaches the output;
+- value may have its own head size (B, S, K, Hv); jax.nn requires value shaped as key.
+
+``implementation`` may be None or ``"xla"`` (attnkit computes; under ``jax.jit`` it is
+XLA); ``"cudnn"`` is refused, since attnkit never calls cuDNN: use jax.nn for that.
+Keys beyond ``key_value_seq_lengths`` with no other mask run as a structured
+:func:`attnkit.masks.key_padding`; bias, mask and query lengths are folded into one
+(B|1, N|1, T, S) array as jax.nn does.
+
+Shape legend: B batch, T query length, S key length, N query heads, K key/value heads,
+H head size.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attnkit as ak
+from attnkit import masks
+from attnkit.errors import ParameterError, ShapeError
+
+__all__ = ["dot_product_attention"]
+
+
+def dot_product_attention(
+    query: Any,
+    key: Any,
+    value: Any,
+    bias: Any = None,
+    mask: Any = None,
+    *,
+    scale: float | None = None,
+    is_causal: bool = False,
+    query_seq_lengths: Any = None,
+    key_value_seq_lengths: Any = None,
+    local_window_size: int | tuple[int, int] | None = None,
+    implementation: str | None = None,
+    return_residual: bool = False,
+) -> Any:
+    """``jax.nn.dot_product_attention``'s call, computed by attnkit (module docstring).
+
+    Returns the output (B, T, N, H) (or (T, N, H)), and with ``return_residual`` the pair
+    ``(output, log-sum-exp (B, T, N))``."""
+    import jax.numpy as jnp
+
+    if implementation not in (None, "xla"):
+        raise ParameterError(
+            f"implementation={implementation!r}: attnkit computes the attention itself (XLA "
+            "under jax.jit) and never calls cuDNN; pass None or 'xla', or call "
+            "jax.nn.dot_product_attention for its cuDNN kernel."
+        )
+    query, key, value = (jnp.asarray(x) for x in (query, key, value))
+    batched = _check_layout(query, key, value)
+    window = _window(local_window_size)
+    # (B, T, N, H) -> (B, N, T, H): attnkit's (..., heads, length, features)
+    q, k, v = (jnp.swapaxes(x, -3, -2) for x in (query, key, value))
+    attn_mask = _mask(bias, mask, query_seq_lengths, key_value_seq_lengths, q, k, batched)
+    result = ak.scaled_dot_product_attention(
+        q,
+        k,
+        v,
+        attn_mask,
+        is_causal=is_causal,
+        scale=scale,
+        enable_gqa=q.shape[-3] != k.shape[-3],
+        causal_alignment="top_left",
+        window=window,
+        return_lse=return_residual,
+    )
+    out = result.output if return_residual else result  # (B, N, T, Hv)
+    out = jnp.swapaxes(out, -3, -2)  # (B, T, N, Hv)
+    if not return_residual:
+        return out
+    return out, jnp.swapaxes(result.lse, -2, -1)  # (B, N, T) -> (B, T, N)
+
+
+def _check_layout(query: Any, key: Any, value: Any) -> bool:
+    """jax.nn's layout: (B, T, N, H) or (T, N, H), key/value alike; True when batched."""
+    shapes = f"query {query.shape}, key {key.shape}, value {value.shape}"
+    if query.ndim not in (3, 4) or key.ndim != query.ndim or value.ndim != query.ndim:
+        raise ShapeError(
+            f"dot_product_attention takes query (B, T, N, H) or (T, N, H) and key/value of "
+            f"the same rank, (B, S, K, H) or (S, K, H); got {shapes}. (attnkit's own "
+            "scaled_dot_product_attention takes (..., N, T, H).)"
+        )
+    n, kh = query.shape[-2], key.shape[-2]
+    if value.shape[-3:-1] != key.shape[-3:-1] or kh == 0 or n % kh:
+        raise ShapeError(
+            f"dot_product_attention needs key and value with the same S and K, and the "
+            f"query heads N a multiple of K (GQA); got {shapes}, layout (B, T, N, H)."
+        )
+    if query.shape[-1] != key.shape[-1]:
+        raise ShapeError(f"query and key must have the same head size H (last axis); got {shapes}.")
+    return query.ndim == 4
+
+
+def _window(size: Any) -> tuple[int, int] | None:
+    if size is None:
+        return None
+    if isinstance(size, int) and not isinstance(size, bool):
+        size = (size, size)
+    if (
+        isinstance(size, (tuple, list))
+        and len(size) == 2
+        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in size)
+    ):
+        return (int(size[0]), int(size[1]))
+    raise ParameterError(
+        f"local_window_size must be an int >= 0 or a pair (left, right) of them, got {size!r}."
+    )
+
+
+def _mask(
+    bias: Any, mask: Any, q_lengths: Any, kv_lengths: Any, q: Any, k: Any, batched: bool
+) -> Any:
+    """One attn_mask for attnkit from jax.nn's bias, mask and sequence lengths: None, a
+    structured key_padding, a bool (True = may attend) or an additive float array."""
+    import jax.numpy as jnp
+
+    rank = 4 if batched else 3
+    for name, a in (("bias", bias), ("mask", mask)):
+        if a is not None and jnp.ndim(a) != rank:
+            raise ShapeError(
+                f"{name} must be {rank}-D, broadcastable to "
+                f"{'(B, N, T, S)' if batched else '(N, T, S)'}, got shape {jnp.shape(a)}."
+            )
+    for name, a in (("query_seq_lengths", q_lengths), ("key_value_seq_lengths", kv_lengths)):
+        if a is not None and (not batched or jnp.ndim(a) != 1 or jnp.shape(a)[0] != q.shape[0]):
+            raise ShapeError(
+                f"{name} must have shape (B,) = ({q.shape[0] if batched else 'B'},) with "
+                f"batched (B, T, N, H) inputs, got shape {jnp.shape(a)}."
+            )
+    keep = None if mask is None else jnp.asarray(mask, dtype=bool)
+    if kv_lengths is not None and bias is None and keep is None and q_lengths is None:
+        return masks.key_padding(jnp.asarray(kv_lengths, dtype=jnp.int32))
+    T, S = q.shape[-2], k.shape[-2]
+    if q_lengths is not None:  # (B, 1, T, 1): rows past the length attend nothing
+        rows = jnp.arange(T)[None, :] < jnp.asarray(q_lengths)[:, None]
+        keep = _and(keep, rows[:, None, :, None])
+    if kv_lengths is not None:  # (B, 1, 1, S)
+        cols = jnp.arange(S)[None, :] < jnp.asarray(kv_lengths)[:, None]
+        keep = _and(keep, cols[:, None, None, :])
+    if bias is None:
+        return keep
+    bias = jnp.asarray(bias, dtype=q.dtype)
+    return bias if keep is None else jnp.where(keep, bias, -math.inf)
+
+
+def _and(a: Any, b: Any) -> Any:
+    return b if a is None else a & b
