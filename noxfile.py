@@ -7,6 +7,9 @@ the package itself does not pin it.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import sys
 from pathlib import Path
 
 import nox
@@ -37,7 +40,43 @@ UNIT_DEPS = (
     "rich",
     "selenium",
     "import-linter",
+    "sybil",  # runs the README's Python blocks (tests/test_readme.py)
+    "flax",  # attnkit.backends.jax.flax (tests/test_flax.py)
+    "optax",
+    "keras",  # attnkit verify compares keras.ops.dot_product_attention (tests/test_verify.py)
 )
+#: One virtual environment for every session that needs PyTorch or JAX (tests, the torch
+#: and JAX conformance sessions, demo, bench, fuzz), so that torch is installed once, not
+#: in five: made on first use under .nox/shared and remade only when these requirements
+#: or pyproject.toml change (a stamp file holds their hash). attnkit is installed
+#: editable there; the numpy, strict and lint sessions keep their own small environments
+#: with a regular install (attnkit without torch or JAX, as installed from a wheel).
+SHARED_DEPS = (TORCH, "jax", "array-api-strict", *UNIT_DEPS, *CONFORMANCE_DEPS, "pytest-xdist")
+SHARED = Path(__file__).parent / ".nox" / "shared"
+
+
+def _shared(session: nox.Session) -> dict[str, str]:
+    """The shared environment, made or updated as needed; returns the env for session.run."""
+    pyproject = (Path(__file__).parent / "pyproject.toml").read_bytes()
+    stamp = hashlib.sha256("\n".join(SHARED_DEPS).encode() + pyproject).hexdigest()
+    bindir = SHARED / "bin"
+    stamp_file = SHARED / "attnkit-requirements.sha256"
+    if not stamp_file.exists() or stamp_file.read_text() != stamp:
+        session.log(f"making the shared environment {SHARED}")
+        session.run(sys.executable, "-m", "venv", "--clear", str(SHARED), external=True)
+        pip = (str(bindir / "python"), "-m", "pip", "install", "-q")
+        session.run(*pip, "--upgrade", "pip", external=True)
+        session.run(*pip, *SHARED_DEPS, external=True)
+        session.run(*pip, "-e", ".", external=True)
+        stamp_file.write_text(stamp)
+    else:
+        session.log(f"reusing the shared environment {SHARED}")
+    return {"PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "VIRTUAL_ENV": str(SHARED)}
+
+
+def _run(session: nox.Session, env: dict[str, str], *args: str, **kwargs: object) -> None:
+    """A command of the shared environment (its bin first on PATH)."""
+    session.run(*args, env={**env, **kwargs.pop("env", {})}, external=True, **kwargs)
 
 
 @nox.session
@@ -56,16 +95,20 @@ def lint(session: nox.Session) -> None:
         session.run("lint-imports", config, "--no-cache")
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def tests(session: nox.Session) -> None:
-    """Unit tests of the package's own pieces, with every backend installed."""
-    session.install(TORCH, "jax", "array-api-strict", *UNIT_DEPS, *TEST_DEPS)
-    session.install("-e", ".")
-    session.run("pytest", "tests", "-q", *session.posargs)
+    """Unit tests of the package's own pieces, with every backend installed (two pytest
+    workers: most tests are short and single-threaded)."""
+    env = _shared(session)
+    _run(session, env, "pytest", "tests", "-q", "-n", "2", *session.posargs)
 
 
-def _conformance(session: nox.Session, backend: str, *extra: str) -> None:
-    session.run("pytest", "conformance", "-q", f"--backend={backend}", *extra, *session.posargs)
+def _conformance(session: nox.Session, backend: str, *extra: str, env: dict | None = None) -> None:
+    args = ("pytest", "conformance", "-q", f"--backend={backend}", *extra, *session.posargs)
+    if env is None:
+        session.run(*args)
+    else:
+        _run(session, env, *args)
 
 
 @nox.session(name="conformance-numpy")
@@ -85,21 +128,20 @@ def conformance_strict(session: nox.Session) -> None:
     _conformance(session, "strict")
 
 
-@nox.session(name="conformance-torch")
+@nox.session(name="conformance-torch", venv_backend="none")
 def conformance_torch(session: nox.Session) -> None:
     """The matrix on PyTorch, with gradients and torch SDPA comparisons."""
-    session.install(TORCH, *CONFORMANCE_DEPS)
-    session.install(".")
-    _conformance(session, "torch")
+    _conformance(session, "torch", env=_shared(session))
 
 
-@nox.session(name="conformance-jax")
+@nox.session(name="conformance-jax", venv_backend="none")
 def conformance_jax(session: nox.Session) -> None:
-    """The matrix on JAX, eagerly and under jax.jit, with jax.nn comparisons."""
-    session.install("jax", *CONFORMANCE_DEPS)
-    session.install(".")
-    _conformance(session, "jax")
-    _conformance(session, "jax", "--jit")
+    """The matrix on JAX: every case under jax.jit (what JAX users run), then eagerly on
+    a representative subset (every test function, about 1 in 4 of its cases: eager JAX
+    runs the same XLA operations one by one, so the subset guards the eager dispatch)."""
+    env = _shared(session)
+    _conformance(session, "jax", "--jit", env=env)
+    _conformance(session, "jax", "--sample", "4", env=env)
 
 
 FUZZ_RUNS = (
@@ -111,7 +153,7 @@ FUZZ_RUNS = (
 )
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def fuzz(session: nox.Session) -> None:
     """The differential fuzzer's long profile on every backend (not a default session).
 
@@ -119,38 +161,32 @@ def fuzz(session: nox.Session) -> None:
     array-api-strict; every backend runs even when one fails. It takes many minutes; the
     conformance sessions run the fuzzer in its short, derandomized ``ci`` profile.
     """
-    session.install(TORCH, "jax", "array-api-strict", "hypothesis", "pytest")
-    session.install(".")
-    env = {"ATTNKIT_FUZZ_PROFILE": "long"}
+    env = {**_shared(session), "ATTNKIT_FUZZ_PROFILE": "long"}
     failed = []
     for flags in FUZZ_RUNS:
         try:
-            session.run(
-                "pytest", "conformance/test_fuzz.py", "-q", *flags, *session.posargs, env=env
-            )
+            _run(session, env, "pytest", "conformance/test_fuzz.py", "-q", *flags, *session.posargs)
         except nox.command.CommandFailed:
             failed.append(" ".join(flags))
     if failed:
         session.error(f"the fuzzer failed on: {', '.join(failed)}")
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def demo(session: nox.Session) -> None:
     """The README's first command: attnkit demo on every installed backend."""
-    session.install(TORCH, "jax", "array-api-strict")
-    session.install(".")
-    session.run("attnkit", "demo")
+    _run(session, _shared(session), "attnkit", "demo")
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def bench(session: nox.Session) -> None:
     """A smoke benchmark: ``attnkit bench --quick`` (tiny sizes) on every installed backend.
 
     Every timed result is checked against float64 and the targets' ratio lines print
     (not judged at these sizes). ``nox -s bench -- --targets`` runs the real targets.
     """
-    session.install(TORCH, "jax", "rich", "matplotlib")
-    session.install(".")
-    tmp = session.create_tmp()
+    env = _shared(session)
+    tmp = SHARED / "tmp"
+    tmp.mkdir(exist_ok=True)
     smoke = ["--quick", "--json", f"{tmp}/bench.json", "--plot", f"{tmp}/bench.png"]
-    session.run("attnkit", "bench", *(session.posargs or smoke))
+    _run(session, env, "attnkit", "bench", *(session.posargs or smoke))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import zlib
 
 import pytest
 
@@ -20,6 +21,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--readonly", action="store_true", help="numpy: read-only input arrays")
     group.addoption("--jit", action="store_true", help="jax: run every call under jax.jit")
+    group.addoption(
+        "--sample",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run about 1 in N parametrized cases (chosen by a hash of the test id, so the "
+        "same ones every run) and the first case of every test function; 1: all",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--sample N``: a representative subset (every test function, 1 in N of its cases)."""
+    n = config.getoption("--sample")
+    if n <= 1:
+        return
+    seen: set[str] = set()
+    keep, drop = [], []
+    for item in items:
+        function = item.nodeid.split("[", 1)[0]
+        first = function not in seen
+        seen.add(function)
+        chosen = first or zlib.crc32(item.nodeid.encode()) % n == 0
+        (keep if chosen else drop).append(item)
+    items[:] = keep
+    config.hook.pytest_deselected(items=drop)
 
 
 @pytest.fixture(scope="session")
@@ -37,4 +63,6 @@ def backend(request: pytest.FixtureRequest):
 
 def pytest_report_header(config: pytest.Config) -> str:
     flags = [f for f in ("readonly", "jit") if config.getoption(f"--{f}")]
+    if config.getoption("--sample") > 1:
+        flags.append(f"sample 1/{config.getoption('--sample')}")
     return f"attnkit conformance backend: {config.getoption('--backend')} {' '.join(flags)}"

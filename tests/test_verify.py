@@ -1,8 +1,10 @@
 """``attnkit verify``: the shipped golden vectors, the agreement table, the frameworks.
 
 verify must pass on the installed backends, fail (exit 1) when a result is off, and find
-the frameworks' known difference: ``jax.nn`` gives rows with nothing to attend the mean
-of the values. (That the shipped vectors equal what ``conformance/make_golden.py``
+the frameworks' known differences: ``jax.nn`` (and Keras on JAX) gives rows with nothing
+to attend the mean of the values and computes float64 at float32's accuracy;
+``torch.nn.MultiheadAttention`` gives those rows NaN; SDPA and FlexAttention agree.
+(That the shipped vectors equal what ``conformance/make_golden.py``
 computes is checked by ``conformance/test_golden.py``.)
 """
 
@@ -51,6 +53,7 @@ def test_verify_numpy_and_torch(capsys: pytest.CaptureFixture[str]) -> None:
         assert row[-1] == "ok" and ratio <= 1.0, row
         assert error < {"float64": 1e-14, "float32": 1e-6}.get(row[1], 0.05), row
     assert "torch SDPA" in out and "jax.nn" not in out
+    assert "torch MultiheadAttention in float64: rows with no key to attend give NaN" in out
 
 
 def test_verify_strict_one_dtype(capsys: pytest.CaptureFixture[str]) -> None:
@@ -82,25 +85,65 @@ def test_jax_backend_and_jax_nn_difference() -> None:
     vectors = _subset("basic_4d", "mask_bool_empty_rows", "causal_L_gt_S_bottom_right")
     agreement = verify.check_backend("jax", "float64", vectors)
     assert not agreement.failures and agreement.max_error < 1e-14, agreement
-    results = {r.vector: r for r in frameworks.check_frameworks(vectors, ("jax",))}
-    assert results["basic_4d"].agrees, results["basic_4d"]
-    assert "zero-padded to E=8" in results["basic_4d"].adaptation  # Ev = 6, E = 8
+    results = frameworks.check_frameworks(vectors, ("jax",))
+    by = {(r.framework, r.dtype, r.vector): r for r in results}
+    basic = by["jax.nn", "float32", "basic_4d"]
+    assert basic.agrees and "zero-padded to E=8" in basic.adaptation, basic  # Ev = 6, E = 8
     for name in ("mask_bool_empty_rows", "causal_L_gt_S_bottom_right"):
-        r = results[name]
-        assert (
-            not r.agrees and "no key to attend: it gives the mean of the values" in r.difference
-        ), r
-    assert "causal bottom_right" in results["causal_L_gt_S_bottom_right"].adaptation
+        for dtype in ("float64", "float32", "float16", "bfloat16"):
+            r = by["jax.nn", dtype, name]
+            assert r.kind == "empty rows" and "the mean of the values" in r.difference, r
+    assert "causal bottom_right" in by["jax.nn", "float32", "causal_L_gt_S_bottom_right"].adaptation
+    f64 = by["jax.nn", "float64", "basic_4d"]
+    assert f64.kind == "precision" and 1e-9 < f64.max_error < 1e-5, f64  # float32's accuracy
 
 
-def test_torch_sdpa_agrees_with_explicit_masks() -> None:
+def test_torch_frameworks_agree_but_multihead_attention_gives_nan() -> None:
     pytest.importorskip("torch")
-    vectors = _subset("causal_L_lt_S_bottom_right", "window_int_2", "mask_bool_empty_rows")
-    results = frameworks.check_frameworks(vectors, ("torch",))
-    assert all(r.agrees for r in results), results
-    assert all(r.max_error < 1e-14 for r in results), results
-    by_name = {r.vector: r for r in results}
-    assert "window=2 as an explicit bool mask" in by_name["window_int_2"].adaptation
+    vectors = _subset(
+        "causal_L_lt_S_bottom_right",
+        "window_int_2",
+        "mask_bool_empty_rows",
+        "gqa_4_over_2",
+        "zero_S",
+    )
+    results = frameworks.check_frameworks(vectors, ("torch",), dtypes=("float64",))
+    by = {(r.framework, r.vector): r for r in results}
+    for (framework, name), r in by.items():
+        if framework == "torch MultiheadAttention" and name == "mask_bool_empty_rows":
+            assert r.kind == "empty rows" and "NaN" in r.difference, r
+        elif r.kind != "n/a":
+            assert r.agrees and r.max_error < 1e-14, r
+    assert by["torch MultiheadAttention", "zero_S"].kind == "n/a"
+    assert "repeated 2 times" in by["torch MultiheadAttention", "gqa_4_over_2"].adaptation
+    assert "window=2 as an explicit bool mask" in by["torch SDPA", "window_int_2"].adaptation
+    assert {f for f, _ in by} == {"torch SDPA", "torch MultiheadAttention", "FlexAttention (eager)"}
+
+
+def test_json_report(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    pytest.importorskip("torch")
+    args = ["verify", "--backend", "numpy", "--backend", "torch", "--dtype", "float64", "--json"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["passed"] and {a["backend"] for a in report["attnkit"]} == {"numpy", "torch"}
+    kinds = {(f["framework"], f["kind"]) for f in report["findings"]}
+    assert ("torch MultiheadAttention", "empty rows") in kinds
+    assert all(r["dtype"] == "float64" for r in report["frameworks"])
+
+
+def test_keras_when_installed() -> None:
+    pytest.importorskip("jax")
+    pytest.importorskip("keras")
+    vectors = _subset("basic_4d", "mask_bool_empty_rows")
+    results = [
+        r
+        for r in frameworks.check_frameworks(vectors, ("jax",), dtypes=("float32",))
+        if r.framework == "keras.ops"
+    ]
+    by = {r.vector: r for r in results}
+    assert by["basic_4d"].agrees and by["mask_bool_empty_rows"].kind == "empty rows", by
 
 
 def test_error_measure() -> None:

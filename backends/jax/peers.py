@@ -107,8 +107,10 @@ def dot_product_attention(
     bias: Any = None,
     scale: float | None = None,
     is_causal: bool = False,
+    dtype: str = "float32",
 ) -> Any:
-    """``jax.nn.dot_product_attention`` of NumPy arrays, computed in float32.
+    """``jax.nn.dot_product_attention`` of NumPy arrays, computed in ``dtype`` (float64
+    needs :func:`float64_enabled`).
 
     query (B, L, N, H), key and value (B, S, K, H) (jax.nn's layout: value shaped like
     key), ``mask`` bool (B|1, N|1, L, S) (True = may attend) and ``bias`` float, as jax.nn
@@ -118,19 +120,21 @@ def dot_product_attention(
     import jax.numpy as jnp
     import numpy as np
 
-    def f32(a: Any) -> Any:
-        return None if a is None else jnp.asarray(a, jnp.float32)
+    kind = getattr(jnp, dtype)
+
+    def cast(a: Any) -> Any:
+        return None if a is None else jnp.asarray(a, kind)
 
     out = jax.nn.dot_product_attention(
-        f32(query),
-        f32(key),
-        f32(value),
-        bias=f32(bias),
+        cast(query),
+        cast(key),
+        cast(value),
+        bias=cast(bias),
         mask=None if mask is None else jnp.asarray(mask, bool),
         scale=scale,
         is_causal=is_causal,
     )
-    return np.asarray(out, np.float64)
+    return np.asarray(out.astype(jnp.float32) if out.dtype.itemsize < 4 else out, np.float64)
 
 
 @contextlib.contextmanager

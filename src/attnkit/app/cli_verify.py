@@ -1,17 +1,20 @@
 """``attnkit verify``: the golden vectors on every installed backend, and the frameworks.
 
 Prints one agreement table (per backend and dtype: the largest error against the
-float64 oracle, the worst vector and its error as a fraction of the allowed error) and
-one table of PyTorch SDPA and ``jax.nn.dot_product_attention`` on the same vectors,
-with every place they differ. Exit status 1 if attnkit exceeds a tolerance anywhere.
-The work is in :mod:`attnkit.app.verify` (attnkit on every backend) and
-:mod:`attnkit.app.verify_frameworks` (the frameworks' own attention, called through
-``attnkit.backends.torch.peers`` and ``attnkit.backends.jax.peers``).
+float64 oracle, the worst vector and its error as a fraction of the allowed error), one
+table of every installed framework attention (torch SDPA, MultiheadAttention,
+FlexAttention, jax.nn, Keras 3) in every dtype it takes, and the findings in plain words:
+where each differs from the exact answer, by how much, and what attnkit gives there.
+``--json`` prints all of it as one JSON document instead. Exit status 1 if attnkit
+exceeds a tolerance anywhere. The work is in :mod:`attnkit.app.verify` (attnkit on every
+backend), :mod:`attnkit.app.verify_frameworks` (the frameworks, called through their
+backends' ``peers`` modules) and :mod:`attnkit.app.verify_findings` (the words).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
@@ -33,8 +36,11 @@ def add_parser(commands: Any) -> None:
         description="Run the golden vectors (float64 inputs and the independent float64 "
         "oracle's output, weights and log-sum-exp; shipped with attnkit) through "
         "attnkit on every installed backend in every dtype it has, and print the largest "
-        "error against the oracle per backend and dtype; then run them through PyTorch "
-        "SDPA and jax.nn.dot_product_attention and report where those differ. Exit "
+        "error against the oracle per backend and dtype; then run them through every "
+        "installed framework attention (torch SDPA, torch MultiheadAttention, "
+        "FlexAttention in eager mode, jax.nn.dot_product_attention, Keras 3's "
+        "keras.ops.dot_product_attention) in every dtype each takes, and report in words "
+        "where each differs from the exact answer and what attnkit gives there. Exit "
         "status 1 if attnkit exceeds its tolerance anywhere.",
     )
     verify.add_argument(
@@ -52,7 +58,12 @@ def add_parser(commands: Any) -> None:
     verify.add_argument(
         "--no-frameworks",
         action="store_true",
-        help="skip the PyTorch SDPA and jax.nn comparison",
+        help="skip the frameworks' own attention",
+    )
+    verify.add_argument(
+        "--json",
+        action="store_true",
+        help="print everything as one JSON document (no tables, no progress bar)",
     )
     verify.add_argument("--plain", action="store_true", help="plain progress lines, no rich bar")
     verify.set_defaults(run=_run)
@@ -60,6 +71,7 @@ def add_parser(commands: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from . import verify as work  # NumPy: imported when verify runs, not for --help
+    from . import verify_findings as words
     from . import verify_frameworks as others
 
     wanted = tuple(dict.fromkeys(args.backend or backends.NAMES))
@@ -67,21 +79,31 @@ def _run(args: argparse.Namespace) -> int:
     missing = [f"{n} ({backends.load(n).install_hint})" for n in wanted if n not in names]
     vectors = work.load_vectors()
     plan = [(n, d) for n in names for d in work.DTYPES[n] if not args.dtype or d in args.dtype]
-    frameworks = () if args.no_frameworks else tuple(n for n in ("torch", "jax") if n in names)
-    total = len(vectors) * (len(plan) + len(frameworks))
-    print(f"attnkit verify: {len(vectors)} golden vectors, oracle float64\n")
+    owners = () if args.no_frameworks else tuple(n for n in ("torch", "jax") if n in names)
+    runs = [
+        d
+        for f in others.available_frameworks(owners)
+        for d in f.dtypes
+        if not args.dtype or d in args.dtype
+    ]
+    total = len(vectors) * (len(plan) + len(runs))
+    say = print if not args.json else (lambda *a, **k: None)
+    say(f"attnkit verify: {len(vectors)} golden vectors, oracle float64\n")
     agreements, compared = [], []
-    with Progress(max(1, total), "verify", args.plain) as progress:
+    with Progress(max(1, total), "verify", args.plain or args.json) as progress:
 
         def step(description: str) -> None:
             progress.step(description, quiet=True)
 
         for name, dtype in plan:
-            if not progress.fancy:
+            if not progress.fancy and not args.json:
                 print(f"  {name} {dtype} ...", file=sys.stderr, flush=True)
             agreements.append(work.check_backend(name, dtype, vectors, step))
-        if frameworks:
-            compared = others.check_frameworks(vectors, frameworks, step)
+        if owners:
+            compared = others.check_frameworks(vectors, owners, step, tuple(args.dtype or ()))
+    if args.json:
+        print(json.dumps(words.report_json(agreements, compared, missing), indent=1))
+        return 0 if agreements and not any(a.failures for a in agreements) else 1
     rows = [
         (
             a.backend,
@@ -97,7 +119,7 @@ def _run(args: argparse.Namespace) -> int:
     headers = ("backend", "dtype", "vectors", "max error", "/ allowed", "worst", "result")
     print(table(headers, rows))
     if compared:
-        _print_frameworks(compared)
+        _print_frameworks(compared, agreements)
     if missing:
         print("\nNot installed (install to include them):")
         print("\n".join(f"  {m}" for m in missing))
@@ -114,24 +136,20 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_frameworks(compared: list[Any]) -> None:
-    """A summary per framework, then each difference and each adaptation of a vector."""
-    names = dict.fromkeys(r.framework for r in compared)
-    precision = {"torch SDPA": "torch SDPA in float64", "jax.nn": "jax.nn in float32"}
-    done = ", ".join(precision[n] for n in names)
-    print(f"\nThe frameworks' own attention on the same vectors, against the oracle ({done}):\n")
-    rows = []
-    for framework in names:
-        mine = [r for r in compared if r.framework == framework]
-        agreeing = [r.max_error for r in mine if r.agrees]
-        top = f"{max(agreeing):.2e}" if agreeing else "-"
-        rows.append((framework, str(len(mine)), str(len(agreeing)), top))
-    print(table(("framework", "vectors", "agree", "max error where they agree"), rows))
-    differ = [r for r in compared if not r.agrees]
-    if differ:
-        print("\nWhere they differ:")
-        print("\n".join(f"  {r.framework}  {r.vector}: {r.difference}" for r in differ))
-    adapted = [r for r in compared if r.adaptation]
+def _print_frameworks(compared: list[Any], agreements: list[Any]) -> None:
+    """The frameworks' table, each finding in words, and each adaptation of a vector."""
+    from . import verify_findings as words
+
+    print(
+        "\nThe frameworks' own attention on the same vectors, against the oracle (agree: "
+        "within twice attnkit's tolerance for the dtype):\n"
+    )
+    print(words.frameworks_table(compared))
+    found = words.findings(compared, agreements)
+    if found:
+        print("\nFindings (where a framework differs from the exact answer):")
+        print(words.findings_text(found))
+    adapted = sorted({(r.framework, r.vector, r.adaptation) for r in compared if r.adaptation})
     if adapted:
         print("\nHow vectors were given to them (what they cannot take as they are):")
-        print("\n".join(f"  {r.framework}  {r.vector}: {r.adaptation}" for r in adapted))
+        print("\n".join(f"  {f}  {v}: {a}" for f, v, a in adapted))

@@ -102,6 +102,9 @@ class FrameworkResult:
     agrees: bool
     difference: str  # where and how it differs from the oracle ("" when it agrees)
     adaptation: str  # how the vector was given to it ("" when as it is)
+    dtype: str = "float64"  # the dtype the framework computed in
+    #: "agrees", "empty rows", "precision", "differs", "refused" or "n/a" (not applicable)
+    kind: str = "agrees"
 
 
 def load_vectors() -> list[Vector]:

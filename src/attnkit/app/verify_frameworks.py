@@ -1,183 +1,273 @@
 """``attnkit verify``, second half: the golden vectors through the frameworks' own attention.
 
-PyTorch's ``F.scaled_dot_product_attention`` (float64) and ``jax.nn.dot_product_attention``
-(float32: it computes float64 at float32 precision) run the same vectors as attnkit. What a
-framework cannot take as it is, is adapted and said so (a bottom-right causal rule or a
-window given as an explicit bool mask; jax.nn's value, which must be shaped like the key,
-zero-padded and run in chunks of E columns, which attention's linearity in the value makes
-exact); every place where the framework then differs from the float64 oracle is reported
-with what it gives there (rows with nothing to attend: the mean of the values, say).
+Every framework attention that is installed runs the same vectors as attnkit, in every
+dtype it takes: PyTorch's ``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``
+(its computation with identity projections) and FlexAttention (eager), from
+``attnkit.backends.torch.peers_exact``; ``jax.nn.dot_product_attention`` and Keras 3's
+``keras.ops.dot_product_attention`` (on the JAX backend unless ``KERAS_BACKEND`` says
+otherwise), from ``attnkit.backends.jax.peers``/``peers_keras``. Each result is compared
+with the float64 oracle within twice attnkit's own tolerance for that dtype.
 
-The vectors are adapted here, in NumPy; the frameworks themselves are called through
-their backends (``attnkit.backends.torch.peers.sdpa``,
-``attnkit.backends.jax.peers.dot_product_attention``), NumPy arrays in and out.
+What a framework cannot take as it is, is adapted and said so: causal rules, windows and
+offsets as an explicit bool mask where the framework has no such option; jax.nn's and
+Keras' value, which must be shaped like the key, zero-padded or run in chunks of E
+columns (exact: attention is linear in the value). A vector a function cannot express at
+all (MultiheadAttention with GQA or a custom scale) is "not applicable". Every other
+place a framework differs from the oracle is a finding (:mod:`attnkit.app.verify_findings`
+words them).
+
+Vectors are put in (B, H, L, E) layout here, in NumPy; the frameworks are called through
+their backends, NumPy arrays in and out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .verify import FrameworkResult, Vector, _error, allowed_error
+from .verify import EPS, FrameworkResult, Vector, _error, allowed_error
+from .verify_layout import bhle, combined_mask, value_like_key
 
-__all__ = ["check_frameworks"]
-
-
-def _structure(vector: Vector) -> np.ndarray | None:
-    """The causal/window rule of the kwargs as a bool (L, S) mask, or None if none."""
-    kw = vector.kwargs
-    causal, window = kw.get("is_causal", False), kw.get("window")
-    if not causal and window is None:
-        return None
-    L, S = vector.query.shape[-2], vector.key.shape[-2]
-    shift = S - L if kw.get("causal_alignment", "top_left") == "bottom_right" else 0
-    i = np.arange(L)[:, None] + shift + kw.get("q_offset", 0)  # absolute query positions
-    j = np.arange(S)[None, :] + kw.get("kv_offset", 0)  # absolute key positions
-    allowed = np.ones((L, S), dtype=bool)
-    if causal:
-        allowed &= j <= i
-    if window is not None:
-        left, right = (window, window) if isinstance(window, int) else window
-        if left is not None:
-            allowed &= j >= i - left
-        if right is not None:
-            allowed &= j <= i + right
-    return allowed
+__all__ = ["FRAMEWORKS", "Framework", "available_frameworks", "check_frameworks"]
 
 
-def _combined_mask(vector: Vector, top_left_ok: bool) -> tuple[Any, bool, str]:
-    """(mask for the framework, is_causal, note): structure as an explicit mask if needed."""
-    kw, user = vector.kwargs, vector.attn_mask
-    structure = _structure(vector)
-    if structure is None:
-        return user, False, ""
-    simple = kw.get("causal_alignment", "top_left") == "top_left" and "window" not in kw
-    if simple and top_left_ok and user is None and not kw.get("q_offset", 0):
-        return None, True, ""
-    rules = []
-    if kw.get("is_causal"):
-        alignment = kw.get("causal_alignment", "top_left")
-        rules.append(f"causal {alignment}")
-    if "window" in kw:
-        rules.append(f"window={kw['window']}")
-    if kw.get("q_offset") or kw.get("kv_offset"):
-        rules.append("position offsets")
-    note = f"{' and '.join(rules)} as an explicit bool mask"
-    if kw.get("is_causal") and kw.get("causal_alignment", "top_left") != "top_left":
-        note += " (is_causal is top-left only)"
-    if user is None:
-        return structure, False, note
-    if user.dtype == bool:
-        return user & structure, False, note
-    return np.where(structure, user, -np.inf), False, note
+@dataclass(frozen=True)
+class Framework:
+    """One framework attention: its label, the backend it needs, its dtypes, its runner
+    ``run(vector, dtype) -> (output shaped like vector.out, adaptation notes)``."""
+
+    label: str
+    backend: str
+    dtypes: tuple[str, ...]
+    run: Callable[[Vector, str], tuple[np.ndarray, list[str]]]
+    available: Callable[[], bool] = lambda: True
 
 
-def _describe_difference(vector: Vector, theirs: np.ndarray, allowed: float) -> str:
-    """Where ``theirs`` differs from the oracle's output, in words."""
-    rows_bad = np.any(np.abs(np.nan_to_num(theirs, nan=np.inf) - vector.out) > allowed, -1)
-    empty = np.broadcast_to(vector.empty_rows, rows_bad.shape)
-    if rows_bad.any() and not (rows_bad & ~empty).any():
-        v = np.broadcast_to(vector.value, (*rows_bad.shape[:-1], *vector.value.shape[-2:]))
-        mean = v.mean(axis=-2, keepdims=True)  # (..., 1, Ev)
-        bad = theirs[rows_bad]
-        if np.isnan(bad).all():
-            what = "NaN"
-        elif np.allclose(np.broadcast_to(mean, theirs.shape)[rows_bad], bad, atol=1e-5):
-            what = "the mean of the values (uniform weights)"
-        else:
-            what = "nonzero values"
-        return f"{int(rows_bad.sum())} rows with no key to attend: it gives {what}, the oracle 0"
-    return f"differs on {int(rows_bad.sum())} of {rows_bad.size} rows"
+def _heads_first(
+    run: Callable[..., np.ndarray], top_left_ok: bool, one_head_size: bool = False
+) -> Callable:
+    """A runner for a (B, H, L, E) function ``run(q, k, v, mask, dtype=, scale=[, is_causal=])``.
+    ``one_head_size``: the function has one head count, one head size and the default
+    scale (MultiheadAttention): key/value heads repeated, value padded to E, the scale
+    folded into the query, each said in the notes (all exact but for rounding)."""
+
+    def runner(vector: Vector, dtype: str) -> tuple[np.ndarray, list[str]]:
+        mask, causal, note = combined_mask(vector, top_left_ok)
+        q, k, v, mask = bhle(vector, mask)
+        notes = [note] if note else []
+        options: dict[str, Any] = {"dtype": dtype, "scale": vector.kwargs.get("scale")}
+        if causal:
+            options["is_causal"] = True
+        if not one_head_size:
+            return run(q, k, v, mask, **options).reshape(vector.out.shape), notes
+        H, E, Ev = q.shape[1], q.shape[-1], v.shape[-1]
+        if k.shape[1] != H:
+            notes.append(f"key/value heads repeated {H // k.shape[1]} times (GQA)")
+            k, v = np.repeat(k, H // k.shape[1], axis=1), np.repeat(v, H // k.shape[1], axis=1)
+        if options.pop("scale") is not None:
+            q = q * (vector.kwargs["scale"] * np.sqrt(E))
+            notes.append("scale folded into the query (it scales by 1/sqrt(E))")
+        v, chunks = value_like_key(v, E, notes)
+        outs = [run(q, k, v[..., c * E : (c + 1) * E], mask, **options) for c in range(chunks)]
+        return np.concatenate(outs, axis=-1)[..., :Ev].reshape(vector.out.shape), notes
+
+    return runner
 
 
-def _verdict(
-    framework: str, vector: Vector, theirs: np.ndarray, dtype: str, note: str
-) -> FrameworkResult:
-    allowed = 2 * allowed_error(dtype, vector, vector.out)
-    error = _error(theirs, vector.out)
-    if error <= allowed:
-        return FrameworkResult(framework, vector.name, error, True, "", note)
-    diff = _describe_difference(vector, theirs, allowed)
-    finite = bool(np.isfinite(error))
-    return FrameworkResult(framework, vector.name, error if finite else None, False, diff, note)
+def _time_first(run: Callable[..., np.ndarray]) -> Callable:
+    """A runner for a jax.nn-style (B, T, N, H) function whose value is shaped like key."""
+
+    def runner(vector: Vector, dtype: str) -> tuple[np.ndarray, list[str]]:
+        L, S = vector.query.shape[-2], vector.key.shape[-2]
+        mask, causal, note = combined_mask(vector, top_left_ok=L == S)
+        q, k, v, mask = bhle(vector, mask)
+        notes = [note] if note else []
+        q, k, v = (np.swapaxes(x, 1, 2) for x in (q, k, v))  # (B, T, N, H)
+        E, Ev = q.shape[-1], v.shape[-1]
+        options: dict[str, Any] = {"scale": vector.kwargs.get("scale"), "is_causal": causal}
+        if mask is not None:
+            options["mask" if mask.dtype == bool else "bias"] = mask
+        v, chunks = value_like_key(v, E, notes)
+        outs = [
+            run(q, k, v[..., c * E : (c + 1) * E], dtype=dtype, **options) for c in range(chunks)
+        ]
+        out = np.concatenate(outs, axis=-1)[..., :Ev]  # (B, T, N, Ev)
+        return np.swapaxes(out, 1, 2).reshape(vector.out.shape), notes
+
+    return runner
 
 
-def _torch_sdpa(vector: Vector) -> FrameworkResult:
-    from attnkit.backends.torch import peers
+def _torch(name: str) -> Callable[..., np.ndarray]:
+    def run(*args: Any, **kwargs: Any) -> np.ndarray:
+        from attnkit.backends.torch import peers_exact
 
-    mask, causal, note = _combined_mask(vector, top_left_ok=True)
-    kw = {k: vector.kwargs[k] for k in ("scale", "enable_gqa") if k in vector.kwargs}
-    out = peers.sdpa(vector.query, vector.key, vector.value, mask, is_causal=causal, **kw)
-    return _verdict("torch SDPA", vector, out, "float64", note)
+        return getattr(peers_exact, name)(*args, **kwargs)
 
-
-def _to_bthd(x: np.ndarray, lead: tuple[int, ...]) -> np.ndarray:
-    """(..., N, T, H) or (T, H) / (B, T, H) to jax.nn's (B, T, N, H)."""
-    if x.ndim == 2:
-        return x[None, :, None, :]
-    if x.ndim == 3:
-        return np.broadcast_to(x, (*lead, *x.shape[-2:]))[:, :, None, :]
-    batch = int(np.prod(lead))
-    x = np.broadcast_to(x, (*lead, *x.shape[-3:])).reshape(batch, *x.shape[-3:])
-    return np.swapaxes(x, 1, 2)
+    return run
 
 
-def _jax_nn(vector: Vector) -> FrameworkResult:
+def _jax_nn(*args: Any, **kwargs: Any) -> np.ndarray:
     from attnkit.backends.jax import peers
 
-    q, k, v = vector.query, vector.key, vector.value
-    lead_rank = 1 if q.ndim == 3 else max(q.ndim - 3, 0)
-    lead = np.broadcast_shapes(*(x.shape[:lead_rank] for x in (q, k, v))) if q.ndim > 2 else ()
-    mask, causal, note = _combined_mask(vector, top_left_ok=q.shape[-2] == k.shape[-2])
-    notes = [note] if note else []
-    qb, kb, vb = (_to_bthd(x, lead) for x in (q, k, v))  # (B, T, N, H)
-    B, L, _, E = qb.shape  # (B, L, Hq, E)
-    S, Ev = kb.shape[1], vb.shape[-1]
-    extra: dict[str, Any] = {"scale": vector.kwargs.get("scale"), "is_causal": causal}
-    if mask is not None:
-        m = np.broadcast_to(mask, (*vector.out.shape[:-1], S))  # (..., [Hq,] L, S)
-        m = m.reshape(B, -1, L, S)  # (B, N or 1, L, S)
-        extra["mask" if m.dtype == bool else "bias"] = m
-    chunks = -(-Ev // E)  # jax.nn needs value shaped like key: value columns in chunks of E
-    if Ev != E:
-        pieces = f"zero-padded to E={E}" if Ev < E else f"run as {chunks} chunks of E={E}"
-        notes.append(f"value Ev={Ev} {pieces} columns (jax.nn needs Ev == E)")
-        vb = np.concatenate([vb, np.zeros((*vb.shape[:-1], chunks * E - Ev))], axis=-1)
-    outs = [
-        peers.dot_product_attention(qb, kb, vb[..., c * E : (c + 1) * E], **extra)
-        for c in range(chunks)
-    ]  # each (B, L, Hq, E), float64 from float32
-    out = np.concatenate(outs, axis=-1)[..., :Ev]
-    out = np.swapaxes(out, 1, 2) if q.ndim >= 4 else out[:, :, 0]  # (B, Hq, L, Ev) / (B, L, Ev)
-    out = out.reshape(vector.out.shape)
-    return _verdict("jax.nn", vector, out, "float32", "; ".join(notes))
+    with peers.float64_enabled():
+        return peers.dot_product_attention(*args, **kwargs)
+
+
+def _keras(*args: Any, **kwargs: Any) -> np.ndarray:
+    from attnkit.backends.jax import peers, peers_keras
+
+    with peers.float64_enabled():
+        return peers_keras.dot_product_attention(*args, **kwargs)
+
+
+def _keras_available() -> bool:
+    from attnkit.backends.jax import peers_keras
+
+    return peers_keras.available()
+
+
+_ALL = ("float64", "float32", "float16", "bfloat16")
+#: Every framework attention verify knows, in the order it reports them.
+FRAMEWORKS = (
+    Framework("torch SDPA", "torch", _ALL, _heads_first(_torch("sdpa"), top_left_ok=True)),
+    Framework(
+        "torch MultiheadAttention",
+        "torch",
+        ("float64", "float32", "bfloat16"),
+        _heads_first(_torch("multihead"), top_left_ok=False, one_head_size=True),
+    ),
+    Framework(
+        "FlexAttention (eager)",
+        "torch",
+        ("float64", "float32"),
+        _heads_first(_torch("flex"), top_left_ok=False),
+    ),
+    Framework("jax.nn", "jax", _ALL, _time_first(_jax_nn)),
+    Framework(
+        "keras.ops",
+        "jax",
+        ("float64", "float32", "bfloat16"),
+        _time_first(_keras),
+        _keras_available,
+    ),
+)
+
+
+def available_frameworks(backends: tuple[str, ...]) -> list[Framework]:
+    """The frameworks whose backend is among ``backends`` and that are installed."""
+    return [f for f in FRAMEWORKS if f.backend in backends and f.available()]
+
+
+def _empty_rows_differ(vector: Vector, theirs: np.ndarray, dtype: str) -> str:
+    """Words for what ``theirs`` gives on rows with no key to attend, where the oracle
+    gives 0, or "" if it gives 0 there too (within rounding of the values)."""
+    empty = np.broadcast_to(vector.empty_rows, theirs.shape[:-1])
+    if not empty.any():
+        return ""
+    rows = theirs[empty]  # (n, Ev)
+    scale = max(1.0, float(np.max(np.abs(vector.value), initial=0.0)))
+    if (
+        not np.isnan(rows).any()
+        and float(np.max(np.abs(rows), initial=0.0)) <= 8 * EPS[dtype] * scale
+    ):
+        return ""
+    v = np.broadcast_to(vector.value, (*theirs.shape[:-2], *vector.value.shape[-2:]))
+    mean = np.broadcast_to(v.mean(axis=-2, keepdims=True), theirs.shape)[empty]
+    if np.isnan(rows).all():
+        what = "NaN"
+    elif np.allclose(mean, rows, atol=16 * EPS[dtype] * scale):
+        what = "the mean of the values (uniform weights)"
+    else:
+        what = "nonzero values"
+    return f"{int(empty.sum())} rows with no key to attend give {what}"
+
+
+def _difference(vector: Vector, theirs: np.ndarray, allowed: float, dtype: str) -> tuple[str, str]:
+    """(kind, words) for where ``theirs`` differs from the oracle's output on rows with keys."""
+    live = ~np.broadcast_to(vector.empty_rows, theirs.shape[:-1])
+    gap = np.abs(np.nan_to_num(theirs, nan=np.inf) - vector.out)[live]  # (rows with keys, Ev)
+    error = float(np.max(gap, initial=0.0))
+    if dtype == "float64" and error <= 2 * allowed_error("float32", vector, vector.out):
+        return "precision", f"error {error:.1e}: float32's accuracy on float64 inputs"
+    if np.isnan(theirs[live]).any():
+        return "differs", f"NaN on {int(np.isnan(theirs[live]).any(-1).sum())} rows with keys"
+    bad = int(np.any(gap > allowed, -1).sum())
+    return "differs", f"error {error:.1e} on {bad} of {int(live.sum())} rows with keys"
+
+
+def _check(framework: Framework, vector: Vector, dtype: str) -> FrameworkResult:
+    from attnkit.backends.torch.peers_exact import NotExpressible
+
+    base = dict(framework=framework.label, vector=vector.name, dtype=dtype)
+    try:
+        theirs, notes = framework.run(vector, dtype)
+    except NotExpressible as exc:
+        return FrameworkResult(
+            **base,
+            max_error=None,
+            agrees=True,
+            difference="",
+            adaptation=f"not applicable: {exc}",
+            kind="n/a",
+        )
+    except Exception as exc:  # a framework refusing the input is a finding
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return FrameworkResult(
+            **base,
+            max_error=None,
+            agrees=False,
+            adaptation="",
+            difference=f"refused: {type(exc).__name__}: {message[:100]}",
+            kind="refused",
+        )
+    allowed = 2 * allowed_error(dtype, vector, vector.out)
+    note = "; ".join(notes)
+    empty = _empty_rows_differ(vector, theirs, dtype)
+    if empty:
+        error = _error(theirs, vector.out)
+        return FrameworkResult(
+            **base,
+            max_error=error if np.isfinite(error) else None,
+            agrees=False,
+            difference=empty,
+            adaptation=note,
+            kind="empty rows",
+        )
+    error = _error(theirs, vector.out)
+    if error <= allowed:
+        return FrameworkResult(
+            **base, max_error=error, agrees=True, difference="", adaptation=note, kind="agrees"
+        )
+    kind, words = _difference(vector, theirs, allowed, dtype)
+    finite = bool(np.isfinite(error))
+    return FrameworkResult(
+        **base,
+        max_error=error if finite else None,
+        agrees=False,
+        difference=words,
+        adaptation=note,
+        kind=kind,
+    )
 
 
 def check_frameworks(
-    vectors: list[Vector], names: tuple[str, ...], step: Callable[[str], None] | None = None
+    vectors: list[Vector],
+    backends: tuple[str, ...],
+    step: Callable[[str], None] | None = None,
+    dtypes: tuple[str, ...] | None = None,
 ) -> list[FrameworkResult]:
-    """Run every vector through torch SDPA (``"torch"`` in names) and jax.nn (``"jax"``)."""
-    runners = [(n, f) for n, f in (("torch", _torch_sdpa), ("jax", _jax_nn)) if n in names]
+    """Run every vector through every installed framework of ``backends`` ("torch",
+    "jax") in each of its dtypes (those in ``dtypes`` if given)."""
     results = []
-    for backend, run in runners:
-        label = "torch SDPA" if backend == "torch" else "jax.nn"
-        for vector in vectors:
-            if step is not None:
-                step(f"{label} {vector.name}")
-            try:
-                results.append(run(vector))
-            except Exception as exc:  # a framework refusing the input is a finding
-                message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                results.append(
-                    FrameworkResult(
-                        label,
-                        vector.name,
-                        None,
-                        False,
-                        f"refused: {type(exc).__name__}: {message[:120]}",
-                        "",
-                    )
-                )
+    for framework in available_frameworks(backends):
+        for dtype in framework.dtypes:
+            if dtypes and dtype not in dtypes:
+                continue
+            for vector in vectors:
+                if step is not None:
+                    step(f"{framework.label} {dtype} {vector.name}")
+                results.append(_check(framework, vector, dtype))
     return results
