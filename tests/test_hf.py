@@ -571,9 +571,14 @@ def test_bench_hf_smoke(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--hf", "--quick", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     assert "all-MiniLM-L6-v2 forward, batch 4 sentences" in out
+    assert "tiny Llama generate(), 4 new tokens greedy" in out
     for impl in ("attnkit", "eager", "sdpa"):
-        line = next(row for row in out.splitlines() if row.startswith(impl + " "))
-        assert "error" not in line and float(line.split()[1]) > 0, line
+        lines = [row for row in out.splitlines() if row.startswith(impl + " ")]
+        assert len(lines) == 2, lines  # MiniLM, then generate
+        for line in lines:
+            assert "error" not in line and float(line.split()[1]) > 0, line
+    generate = out.split("tiny Llama generate()", 1)[1]
+    assert all(line.split()[4] == "0" for line in generate.splitlines()[3:6]), generate
 
 
 def test_bench_hf_refuses_other_options() -> None:

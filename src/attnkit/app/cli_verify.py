@@ -149,7 +149,13 @@ def _print_frameworks(compared: list[Any], agreements: list[Any]) -> None:
     if found:
         print("\nFindings (where a framework differs from the exact answer):")
         print(words.findings_text(found))
-    adapted = sorted({(r.framework, r.vector, r.adaptation) for r in compared if r.adaptation})
+    adapted: dict[tuple[str, str], list[str]] = {}
+    for r in compared:
+        for note in filter(None, r.adaptation.split("; ")):
+            vectors = adapted.setdefault((r.framework, note), [])
+            if r.vector not in vectors:
+                vectors.append(r.vector)
     if adapted:
         print("\nHow vectors were given to them (what they cannot take as they are):")
-        print("\n".join(f"  {f}  {v}: {a}" for f, v, a in adapted))
+        for (framework, note), vectors in adapted.items():
+            print(f"  {framework}: {note} ({', '.join(vectors)})")

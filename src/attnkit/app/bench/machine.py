@@ -17,8 +17,9 @@ __all__ = ["describe_machine", "load_average", "machine"]
 _DISTRIBUTIONS = ("numpy", "torch", "jax", "jaxlib", "array-api-strict", "array-api-compat")
 
 
-def machine() -> dict[str, Any]:
-    """The machine and library versions, for the report."""
+def machine(*, tuned: bool = False) -> dict[str, Any]:
+    """The machine and library versions, for the report; ``tuned``: the workers' tuned
+    allocator settings (``attnkit bench --tuned-env``)."""
     cpu, mem = platform.processor() or platform.machine(), None
     try:
         info = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
@@ -40,7 +41,7 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "load_average": load_average(),  # 1-minute load when the report is made: was it busy?
         "versions": versions,
-        "worker_env": {k: v for k, v in worker_env().items() if k in WORKER_ENV},
+        "worker_env": {k: v for k, v in worker_env(tuned=tuned).items() if k in WORKER_ENV},
     }
 
 
@@ -60,5 +61,10 @@ def describe_machine(m: dict[str, Any]) -> str:
     libs = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
     env = " ".join(f"{k}={v}" for k, v in m.get("worker_env", {}).items())
     heap = " ".join(f"{k}={v}" for k, v in HEAP_ONLY_ENV.items())
-    env = f"\nworker processes: {env}; attnkit's window jobs (growth) also {heap}" if env else ""
+    env = (
+        f"\nworker processes TUNED (--tuned-env, not what a user gets by default): {env}; "
+        f"attnkit's window jobs (growth) also {heap}"
+        if env
+        else "\nworker processes: the default environment (no allocator tuning)"
+    )
     return f"{m['cpu']}, {m['cores']} cores{mem}{load}\n{libs}{env}"

@@ -1,7 +1,8 @@
 """``attnkit bench`` from settings to report: run the plan, print, save, plot.
 
 Every timed job runs :data:`Settings.rounds` times (more where a target asks,
-``Check.min_rounds``), the rounds interleaved, and each job's fastest round counts. The
+``Check.min_rounds``), the rounds interleaved; each job's median over its rounds counts,
+and the table shows the spread (the fastest and slowest round, or sample). The
 table and the progress bar use rich when it is installed and the stream is a terminal
 (:mod:`attnkit.app.display`), plain text otherwise.
 """
@@ -9,6 +10,7 @@ table and the progress bar use rich when it is installed and the stream is a ter
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -45,6 +47,14 @@ class _PlainProgress:
         print(f" {outcome}", file=sys.stderr, flush=True)
 
 
+def _spread(m: Measurement) -> str:
+    """min-max per call over the rounds (over the samples when there was one round)."""
+    values = m.rounds if len(m.rounds) > 1 else m.samples
+    if m.seconds is None or not values:
+        return "-"
+    return f"{1000 * min(values):.4g}-{1000 * max(values):.4g}"
+
+
 def _summary(m: Measurement) -> str:
     return m.error if m.error else f"{1000 * (m.seconds or 0.0):.4g} ms"
 
@@ -64,6 +74,7 @@ def _row(m: Measurement) -> list[str]:
         m.job.case.describe(),
         m.job.impl,
         "-" if m.seconds is None else f"{1000 * m.seconds:.4g}",
+        _spread(m),
         "-" if m.first_call_s is None else f"{m.first_call_s:.2f}",
         mib(m.peak_rss_bytes),
         mib(grown),
@@ -77,6 +88,7 @@ _HEADERS = (
     "case",
     "implementation",
     "median (ms)",
+    "spread (ms)",
     "first call (s)",
     "peak RSS (MiB)",
     "+RSS (MiB)",
@@ -120,11 +132,11 @@ def run(s: Settings) -> tuple[list[Measurement], list[TargetResult]]:
                 progress.start(what)
                 kind = job.case.kind
                 isolated = s.isolate == "all" or (s.isolate == "memory" and kind == "memory")
-                m = run_job(job, isolated=isolated)
+                m = run_job(job, isolated=isolated, tuned=s.tuned_env)
                 rounds.setdefault(i, []).append(m)
                 progress.done(what, _summary(m))
-    results = [_fastest(rounds[i]) for i in range(len(jobs))]
-    info = {**machine(), "load_before": load_before}
+    results = [_median_round(rounds[i]) for i in range(len(jobs))]
+    info = {**machine(tuned=s.tuned_env), "load_before": load_before}
     verdicts = evaluate(checks(s.sizes), results, selected=s.names, judged=s.plan != "quick")
     title = f"attnkit bench ({s.plan}): batch {BATCH}, {HEADS} heads, head size {HEAD_DIM}, float32"
     print(f"\n{title}\n{describe_machine(info)}\n")
@@ -133,8 +145,17 @@ def run(s: Settings) -> tuple[list[Measurement], list[TargetResult]]:
         display.print_rich_table("time and memory per implementation", _HEADERS, rows)
     else:
         print(table(_HEADERS, rows))
-    print("\nPerformance targets (ratios measured in this run):")
-    print("\n".join(v.line() for v in verdicts))
+    if s.plan == "quick":
+        print(
+            "\nSmoke run at tiny sizes: no target is judged and no ratio is printed (at these "
+            "sizes fixed costs dominate and the ratios say nothing about the targets); run "
+            "attnkit bench --targets for them."
+        )
+    else:
+        kept = "median of rounds" if max(counts, default=1) > 1 else "median of samples"
+        env = "tuned allocator (--tuned-env)" if s.tuned_env else "default environment"
+        print(f"\nPerformance targets (ratios measured in this run; {kept}, {env}):")
+        print("\n".join(v.line() for v in verdicts))
     if s.json_path:
         report = {
             "attnkit": __version__,
@@ -151,16 +172,22 @@ def run(s: Settings) -> tuple[list[Measurement], list[TargetResult]]:
     return results, verdicts
 
 
-def _fastest(tries: list[Measurement]) -> Measurement:
-    """The round with the lowest median (the machine is shared: noise only ever adds
-    time), with the highest peak memory of all rounds; a failed round wins, so that no
-    error is hidden."""
+def _median_round(tries: list[Measurement]) -> Measurement:
+    """One measurement for a job's rounds: the median of the rounds' medians (what a
+    user typically gets; the spread is kept in ``rounds``), the highest peak memory of
+    all rounds; a failed round wins, so that no error is hidden."""
     failed = [m for m in tries if m.error or m.seconds is None]
     if failed:
         return failed[0]
-    best = min(tries, key=lambda m: m.seconds or 0.0)
-    peaks = [m.peak_rss_bytes for m in tries if m.peak_rss_bytes is not None]
-    if not peaks or best.peak_rss_bytes is None:
-        return best
+    if len(tries) == 1:
+        return tries[0]
+    times = [m.seconds or 0.0 for m in tries]
+    middle = sorted(tries, key=lambda m: m.seconds or 0.0)[(len(tries) - 1) // 2]
     worst = max(tries, key=lambda m: m.peak_rss_bytes or 0)
-    return replace(best, peak_rss_bytes=worst.peak_rss_bytes, base_rss_bytes=worst.base_rss_bytes)
+    return replace(
+        middle,
+        seconds=statistics.median(times),
+        rounds=times,
+        peak_rss_bytes=worst.peak_rss_bytes,
+        base_rss_bytes=worst.base_rss_bytes,
+    )

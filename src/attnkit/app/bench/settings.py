@@ -41,7 +41,8 @@ class Settings:
     json_path: str | None = None
     plot_path: str | None = None
     plain: bool = False
-    rounds: int = 1  # the timed jobs run this many times, interleaved; the fastest counts
+    rounds: int = 1  # the timed jobs run this many times, interleaved; the median counts
+    tuned_env: bool = False  # workers with tuned allocator settings (worker.WORKER_ENV)
 
     @property
     def sizes(self) -> Sizes:

@@ -3,8 +3,10 @@
 ``python -m attnkit.app.bench.worker`` reads a job as JSON on stdin and writes the
 measurement as JSON on stdout; :func:`run_job` starts it.
 
-Worker processes get a warmed-up allocator through the environment (:data:`WORKER_ENV`,
-each variable only where the caller has not set it): glibc's malloc keeps freed memory
+Workers run in the caller's environment, as a user's program does. With ``attnkit bench
+--tuned-env`` they get a warmed-up allocator through the environment instead
+(:data:`WORKER_ENV`, each variable only where the caller has not set it), and every line
+of the report says so: glibc's malloc keeps freed memory
 for reuse (``MALLOC_TRIM_THRESHOLD_`` 1 GiB; ``MALLOC_MMAP_THRESHOLD_`` 32 MiB, the
 largest it accepts, the value its adaptive threshold climbs to anyway) and asks for
 transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, glibc >= 2.35), as
@@ -16,7 +18,8 @@ of its allocations (glibc returns the top of its heap as soon as two freed block
 trim threshold), and every array over 32 MiB is faulted 4 KiB at a time: that costs up
 to half the time of a blocked PyTorch call and falls unevenly on the two sides of a
 growth ratio. The same settings apply to every implementation, baselines included;
-users get the same speed by setting them (or by running under jemalloc or tcmalloc).
+users get the same speed by setting them (or by running under jemalloc or tcmalloc), but
+the headline figures are those of the default environment.
 """
 
 from __future__ import annotations
@@ -60,14 +63,19 @@ def growth_job(job: Job) -> bool:
     return job.case.kind == "window" and job.impl in ATTNKIT_IMPLS
 
 
-def worker_env(*, heap_only: bool = False) -> dict[str, str]:
-    """This process's environment with :data:`WORKER_ENV` (and, ``heap_only``,
+def worker_env(*, tuned: bool = False, heap_only: bool = False) -> dict[str, str]:
+    """This process's environment; ``tuned``: with :data:`WORKER_ENV` (and, ``heap_only``,
     :data:`HEAP_ONLY_ENV`) filled in where unset."""
+    if not tuned:
+        return dict(os.environ)
     return {**WORKER_ENV, **(HEAP_ONLY_ENV if heap_only else {}), **os.environ}
 
 
-def run_job(job: Job, *, isolated: bool, timeout_s: float = 1800.0) -> Measurement:
-    """Measure ``job`` in a fresh interpreter (``isolated``) or in this process.
+def run_job(
+    job: Job, *, isolated: bool, tuned: bool = False, timeout_s: float = 1800.0
+) -> Measurement:
+    """Measure ``job`` in a fresh interpreter (``isolated``; with the tuned allocator
+    settings when ``tuned``) or in this process.
 
     In this process the memory figures would be this process's peak so far, not the job's,
     so they are dropped.
@@ -79,7 +87,7 @@ def run_job(job: Job, *, isolated: bool, timeout_s: float = 1800.0) -> Measureme
         proc = subprocess.run(
             [sys.executable, "-m", "attnkit.app.bench.worker"],
             input=payload,
-            env=worker_env(heap_only=growth_job(job)),
+            env=worker_env(tuned=tuned, heap_only=growth_job(job)),
             capture_output=True,
             text=True,
             timeout=timeout_s,

@@ -30,8 +30,7 @@ def run_job(job: ApproxJob, *, isolated: bool, timeout_s: float = 1800.0) -> App
         proc = subprocess.run(
             [sys.executable, "-m", "attnkit.app.bench.approx.worker"],
             input=json.dumps(asdict(job)),
-            # attnkit bench's allocator settings; growth: every block from glibc's heap
-            env=worker_env(heap_only=job.growth_of is not None),
+            env=worker_env(),  # the caller's environment, as a user's program runs in
             capture_output=True,
             text=True,
             timeout=timeout_s,
