@@ -100,7 +100,7 @@ def tests(session: nox.Session) -> None:
     """Unit tests of the package's own pieces, with every backend installed (two pytest
     workers: most tests are short and single-threaded)."""
     env = _shared(session)
-    _run(session, env, "pytest", "tests", "-q", "-n", "2", *session.posargs)
+    _run(session, env, "pytest", "tests", "-q", "-rs", "-n", "2", *session.posargs)
 
 
 def _conformance(session: nox.Session, backend: str, *extra: str, env: dict | None = None) -> None:

@@ -17,6 +17,7 @@ still works through :data:`GENERIC` (the array-API path, no dropout).
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -281,4 +282,14 @@ def for_rng(rng: Any) -> Backend:
     )
 
 
-_registry.register_backends(for_namespace, for_rng, load)
+def compiling() -> bool:
+    """Whether ``torch.compile`` (dynamo) is tracing right now; False without importing
+    torch where it is not loaded."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    compiler = getattr(torch, "compiler", None)
+    return compiler is not None and compiler.is_compiling()
+
+
+_registry.register_backends(for_namespace, for_rng, load, compiling)

@@ -123,11 +123,12 @@ def test_seen_signature_goes_straight_to_sdpa(
 
 
 def test_plans_only_for_plain_calls(fresh_plans: dict):
-    """Masks, windows, weights, lse, block sizes and other impls never take a plan, and a
-    call that differs from a planned signature is still checked in full."""
+    """Structured masks, 1-D masks, windows, weights, lse, block sizes and other impls
+    never take a plan, and a call that differs from a planned signature is still checked
+    in full."""
     q, k, v = _qkv(L=4, S=6)
-    mask = torch.ones(4, 6, dtype=torch.bool)
-    ak.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    ak.scaled_dot_product_attention(q, k, v, attn_mask=ak.masks.key_padding([6]))
+    ak.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(6, dtype=torch.bool))
     ak.scaled_dot_product_attention(q, k, v, window=2)
     ak.scaled_dot_product_attention(q, k, v, return_lse=True)
     ak.scaled_dot_product_attention(q, k, v, block_size=2)
@@ -170,3 +171,35 @@ def test_plan_calls_sdpa_as_patched(fresh_plans: dict, monkeypatch: pytest.Monke
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
     ak.scaled_dot_product_attention(q, k, v)
     assert len(seen) == 1 and len(fresh_plans) == 1
+
+
+def test_a_mask_array_signature_is_planned_and_keeps_the_nan_promise(
+    fresh_plans: dict, monkeypatch: pytest.MonkeyPatch
+):
+    """A bool mask array of a seen shape (a padded batch, decoding step after step) goes
+    straight to the kernel with its mask; the kernel's own finiteness check still sends
+    a NaN at a masked position to the guarded path."""
+    from attnkit import attention
+
+    q, k, v = _qkv(L=4, S=6, dtype=torch.float64)
+    mask = torch.ones(4, 6, dtype=torch.bool)
+    mask[:, 4:] = False
+    ak.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert len(fresh_plans) == 1
+
+    def no_validate(*args, **kw):
+        raise AssertionError("a seen signature must not be validated again")
+
+    monkeypatch.setattr(attention, "validate", no_validate)
+    other = torch.rand(4, 6) > 0.3
+    other[:, 0] = True
+    out = ak.scaled_dot_product_attention(q, k, v, attn_mask=other)
+    monkeypatch.undo()
+    ref = ak.scaled_dot_product_attention(q, k, v, attn_mask=other, impl="reference")
+    assert float((out - ref).abs().max()) <= 1e-12
+    poisoned = k.clone()
+    poisoned[..., 5, :] = float("nan")  # a key the mask hides from every row
+    out = ak.scaled_dot_product_attention(q, poisoned, v, attn_mask=mask)
+    assert bool(torch.isfinite(out).all()), "NaN at a masked key leaked through the plan"
+    with pytest.raises(ak.ShapeError):
+        ak.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(5, 6, dtype=torch.bool))

@@ -52,7 +52,12 @@ class TorchBackend(Backend):
             torch.cuda.synchronize(x.device)
 
     def concrete_float(self, x: Any) -> float:
-        """``float`` of a 0-d tensor, detached first (no warning when it requires grad)."""
+        """``float`` of a 0-d tensor, detached first (no warning when it requires grad);
+        TypeError under ``torch.compile``, where no value is concrete (as under jax.jit)."""
+        import torch
+
+        if torch.compiler.is_compiling():
+            raise TypeError("no concrete values while torch.compile traces")
         return float(x.detach())
 
     def check_rng(self, rng: Any, like: Any = None) -> None:

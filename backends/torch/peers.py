@@ -10,8 +10,8 @@ Baselines of ``attnkit bench``:
 ``torch textbook``           softmax(Q K^T / sqrt(E)) V in plain tensor operations.
 
 The interface every backend's ``peers`` module shares is described in
-``attnkit.backends.numpy.peers``. For ``attnkit verify``, :func:`sdpa` runs NumPy arrays
-(the golden vectors) through ``F.scaled_dot_product_attention``.
+``attnkit.backends.numpy.peers``. ``attnkit verify`` runs PyTorch's attention functions
+through ``attnkit.backends.torch.peers_exact``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ __all__ = [
     "build",
     "forward_backward",
     "jit",
-    "sdpa",
 ]
 
 SDPA = "torch SDPA"
@@ -125,43 +124,3 @@ def forward_backward(fn: Callable[..., Any], q: Any, k: Any, v: Any) -> None:
     for label, t in (("query", q), ("key", k), ("value", v)):
         if t.grad is None or not bool(torch.isfinite(t.grad).all()):
             raise FloatingPointError(f"the gradient of {label} is missing or not finite")
-
-
-def sdpa(
-    query: Any,
-    key: Any,
-    value: Any,
-    attn_mask: Any = None,
-    *,
-    is_causal: bool = False,
-    scale: float | None = None,
-    enable_gqa: bool = False,
-) -> Any:
-    """``F.scaled_dot_product_attention`` of NumPy arrays, computed in their dtype.
-
-    query (..., Hq, L, E), key (..., Hkv, S, E), value (..., Hkv, S, Ev) and ``attn_mask``
-    (bool, True = may attend, or additive float; None) as PyTorch takes them; returns the
-    output (..., Hq, L, Ev) as a NumPy array. ``scale`` and ``enable_gqa`` are passed
-    only when set, so releases without them run the rest.
-    """
-    import numpy as np
-    import torch
-    import torch.nn.functional as F
-
-    def tensor(a: Any) -> Any:
-        return None if a is None else torch.from_numpy(np.ascontiguousarray(a))
-
-    options: dict[str, Any] = {}
-    if scale is not None:
-        options["scale"] = scale
-    if enable_gqa:
-        options["enable_gqa"] = True
-    out = F.scaled_dot_product_attention(
-        tensor(query),
-        tensor(key),
-        tensor(value),
-        attn_mask=tensor(attn_mask),
-        is_causal=is_causal,
-        **options,
-    )
-    return out.numpy()

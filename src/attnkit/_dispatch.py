@@ -10,11 +10,15 @@ faster ones were declined; :func:`attnkit.explain` prints it):
 3. ``impl="generic"``: the blocked executor in array-API arithmetic only;
 4. ``impl="reference"``: the plain full-matrix formula (:mod:`attnkit.reference`).
 
-Plain calls (no mask, window, dropout, score_mod, weights, lse or block size) whose
-signature (array types, shapes, dtypes, devices, scalar arguments) was seen before reuse
-its validation, and where it went to the whole-call kernel, go straight to the
-backend's plan for that signature (``Kernels.attention_plan``): a decoding loop pays
-for its checks and dispatch once. Both caches hold at most 64 signatures and no arrays.
+Plain calls (no window, dropout, score_mod, weights, lse or block size; no mask, or a
+mask array of the query's type with two or more axes) whose signature (array types,
+shapes, dtypes, devices, scalar arguments, the mask's shape, dtype and device) was seen
+before reuse its validation (which reads no values), and where it went to the whole-call
+kernel, go straight to the backend's plan for that signature (``Kernels.attention_plan``
+without a mask; the kernel itself, its arguments bound, with one): a decoding loop, a
+padded batch of a transformers model included, pays for its checks and dispatch once.
+Both caches hold at most 64 signatures and no arrays. Nothing is cached while
+``torch.compile`` traces (:func:`attnkit.registry.tracing`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from . import masks
 from .blocked import blocked_attention
 from .problem import Problem
 from .reference import reference_attention
+from .registry import tracing
 
 __all__ = ["Choice", "attend", "choose", "known_problem", "planned", "signature"]
 
@@ -60,11 +65,15 @@ def signature(
     q_offset: Any,
     kv_offset: Any,
     impl: Any,
+    mask: Any = None,
 ) -> tuple[Any, ...] | None:
     """What decides a plain call's validation, or None where it cannot be told cheaply
     (types other than the exact builtins, arrays without a ``device`` attribute such as
-    JAX tracers): such calls are validated in full every time."""
+    JAX tracers, a mask of another type or of fewer than two axes): such calls are
+    validated in full every time."""
     t = type(query)
+    if mask is not None and (type(mask) is not t or len(mask.shape) < 2):
+        return None
     if not (
         type(key) is t
         and type(value) is t
@@ -79,9 +88,10 @@ def signature(
         return None
     try:
         # shapes as they come: tuples, or torch.Size (a tuple subclass, hashed alike)
+        masked = () if mask is None else (mask.shape, mask.dtype, mask.device)
         return (t, query.shape, key.shape, value.shape, query.dtype, key.dtype, value.dtype,
                 query.device, key.device, value.device, is_causal, scale, enable_gqa,
-                causal_alignment, q_offset, kv_offset, impl)  # fmt: skip
+                causal_alignment, q_offset, kv_offset, impl, *masked)  # fmt: skip
     except (AttributeError, TypeError, RuntimeError, ValueError):  # tracers, unhashable
         return None
 
@@ -108,26 +118,34 @@ def planned(
     """``(out, sig)``: the output where a plain call's signature has a plan that computed
     it (else None), and the call's signature (None unless the call is plain)."""
     if (
-        attn_mask is not None
-        or window is not None
+        window is not None
         or score_mod is not None
         or block_size is not None
         or return_weights is not False
         or return_lse is not False
         or type(dropout_p) not in (float, int)
         or dropout_p != 0
+        or tracing()  # torch.compile: no caches in the graph
     ):
         return None, None
     sig = signature(query, key, value, is_causal, scale, enable_gqa,
-                    causal_alignment, q_offset, kv_offset, impl)  # fmt: skip
+                    causal_alignment, q_offset, kv_offset, impl, attn_mask)  # fmt: skip
     plan = None if sig is None else _PLANS.get(sig)
-    return (None if plan is None else plan(query, key, value)), sig
+    if plan is None:
+        return None, sig
+    return (
+        plan(query, key, value) if attn_mask is None else plan(query, key, value, attn_mask)
+    ), sig
 
 
-def known_problem(sig: tuple[Any, ...] | None, query: Any, key: Any, value: Any) -> Any:
+def known_problem(
+    sig: tuple[Any, ...] | None, query: Any, key: Any, value: Any, mask: Any = None
+) -> Any:
     """The Problem of an already validated plain signature, for these arrays, or None."""
     known = None if sig is None else _VALIDATED.get(sig)
-    return None if known is None else replace(known, query=query, key=key, value=value)
+    if known is None:
+        return None
+    return replace(known, query=query, key=key, value=value, mask=mask)
 
 
 def attend(p: Problem, sig: tuple[Any, ...] | None = None) -> tuple[Any, Any, Any]:
@@ -135,7 +153,7 @@ def attend(p: Problem, sig: tuple[Any, ...] | None = None) -> tuple[Any, Any, An
     caller's layout (..., Hq, L, Ev) from the whole-call kernel, else in the executors'
     compute dtype and GQA layout. ``sig``: the call's plain signature, remembered."""
     if sig is not None and sig not in _VALIDATED:
-        _remember(_VALIDATED, sig, replace(p, query=None, key=None, value=None))
+        _remember(_VALIDATED, sig, replace(p, query=None, key=None, value=None, mask=None))
     if p.impl == "reference":
         return reference_attention(p)
     choice = choose(p)
@@ -143,14 +161,32 @@ def attend(p: Problem, sig: tuple[Any, ...] | None = None) -> tuple[Any, Any, An
         kernel_args = dict(mask=p.mask, causal=choice.causal, scale=p.scale, gqa=p.gqa_groups > 1)
         out = choice.kernels.attention(p.query, p.key, p.value, **kernel_args)
         if out is not None:
-            if sig is not None and p.mask is None and choice.kernels.attention_plan is not None:
-                del kernel_args["mask"]
-                plan = choice.kernels.attention_plan(p.query, p.key, p.value, **kernel_args)
-                if plan is not None:
-                    _remember(_PLANS, sig, plan)
+            if sig is not None and sig not in _PLANS:
+                _remember_plan(sig, p, choice, kernel_args)
             return out, None, None
         # declined on the values (a NaN at a masked position): the executor, guarded
     return blocked_attention(p, choice.kernels)
+
+
+def _remember_plan(sig: tuple[Any, ...], p: Problem, choice: Choice, kernel_args: dict) -> None:
+    """Keep the whole-call kernel's plan for ``sig``: the backend's own plan without a
+    mask; with one, the kernel with this call's other arguments bound (it still checks
+    what it checks per call, such as a finite output where pairs are masked)."""
+    kernels = choice.kernels
+    if p.mask is None:
+        if kernels.attention_plan is None:
+            return
+        del kernel_args["mask"]
+        plan = kernels.attention_plan(p.query, p.key, p.value, **kernel_args)
+    else:
+        del kernel_args["mask"]
+        attention = kernels.attention
+
+        def plan(query: Any, key: Any, value: Any, mask: Any) -> Any:
+            return attention(query, key, value, mask=mask, **kernel_args)
+
+    if plan is not None:
+        _remember(_PLANS, sig, plan)
 
 
 def _remember(cache: dict[tuple[Any, ...], Any], sig: tuple[Any, ...], value: Any) -> None:

@@ -156,7 +156,7 @@ def scaled_dot_product_attention(
                                  score_mod)  # fmt: skip
     if out is not None:  # a plain call of a signature seen before, straight to its kernel
         return out
-    problem = _dispatch.known_problem(sig, query, key, value) or validate(
+    problem = _dispatch.known_problem(sig, query, key, value, attn_mask) or validate(
         query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
         causal_alignment, window, return_weights, return_lse, q_offset, kv_offset, rng,
         impl, block_size, score_mod,
