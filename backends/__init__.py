@@ -293,3 +293,5 @@ def compiling() -> bool:
 
 
 _registry.register_backends(for_namespace, for_rng, load, compiling)
+for _name in NAMES:  # their modules only (no framework): no import inside a traced call
+    load(_name)

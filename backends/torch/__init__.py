@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cached_property
 from typing import Any
 
 from attnkit.errors import ArgumentTypeError, DeviceMismatchError
@@ -23,12 +22,17 @@ class TorchBackend(Backend):
     NAMESPACE = "array_api_compat.torch"
     install_hint = 'pip install "attnkit[torch]"  (or: pip install torch==2.13.0)'
 
-    @cached_property
+    @property
     def kernels(self) -> Kernels:  # type: ignore[override]
-        """SDPA's kernels, imported on first use (importing them imports torch)."""
-        from .kernels import KERNELS
+        """SDPA's kernels, imported on first use (importing them imports torch). Cached
+        in the instance without a lock (functools.cached_property takes an RLock on
+        Python 3.11, which torch.compile cannot trace)."""
+        found = self.__dict__.get("_kernels")
+        if found is None:
+            from .kernels import KERNELS
 
-        return KERNELS
+            found = self.__dict__["_kernels"] = KERNELS
+        return found
 
     def from_numpy(self, a: Any, dtype: str, device: Any = None) -> Any:
         import numpy as np

@@ -74,7 +74,12 @@ def validate(
         attn_mask, sizes = foreign_mask(query, attn_mask)
     xp, device = check_arrays(query, key, value, attn_mask)
     groups, out_lead = check_shapes(query, key, value, enable_gqa)
-    L, E, S, Ev = query.shape[-2], query.shape[-1], key.shape[-2], value.shape[-1]
+    out_lead = tuple(int(n) for n in out_lead)
+    # Python ints: under torch.compile with dynamic shapes, int() specializes these sizes
+    # (the block plan is Python arithmetic on them), as jax.jit's static shapes are
+    L, E, S, Ev = (
+        int(n) for n in (query.shape[-2], query.shape[-1], key.shape[-2], value.shape[-1])
+    )
     # structure
     structure = structure_of(is_causal, window, causal_alignment, attn_mask, out_lead, L, S)
     geometry = Geometry(L, S, q_offset, kv_offset)

@@ -54,7 +54,7 @@ def choose_block_size(
     (``block_held_scores(rows, width, heads)``) that many, and at least one head's
     Bq x Sk (the block's mask). ``kernels``: the backend's kernels the executor uses.
     """
-    heads = max(1, prod(lead))
+    heads = max(1, int(prod(lead)))  # a Python int (specialized under torch.compile)
     held = None if kernels is None else kernels.block_held_scores
     per_head = 0 if kernels is None else kernels.block_overhead_per_head
     base = p.backend.block_overhead_elements or BLOCK_OVERHEAD_ELEMENTS
