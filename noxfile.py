@@ -30,7 +30,7 @@ nox.options.error_on_missing_interpreters = True
 TORCH = "torch==2.13.0"
 TEST_DEPS = ("pytest>=8",)
 # The conformance matrix includes the hypothesis-driven differential fuzzer (test_fuzz.py).
-CONFORMANCE_DEPS = (*TEST_DEPS, "hypothesis")
+CONFORMANCE_DEPS = (*TEST_DEPS, "hypothesis", "pytest-xdist")
 # The unit tests also exercise visualization, the Hugging Face backend and the bundled model;
 # selenium drives Chromium for the interactive page (tests/test_viz_html.py).
 UNIT_DEPS = (
@@ -51,7 +51,7 @@ UNIT_DEPS = (
 #: or pyproject.toml change (a stamp file holds their hash). attnkit is installed
 #: editable there; the numpy, strict and lint sessions keep their own small environments
 #: with a regular install (attnkit without torch or JAX, as installed from a wheel).
-SHARED_DEPS = (TORCH, "jax", "array-api-strict", *UNIT_DEPS, *CONFORMANCE_DEPS, "pytest-xdist")
+SHARED_DEPS = (TORCH, "jax", "array-api-strict", *UNIT_DEPS, *CONFORMANCE_DEPS)
 SHARED = Path(__file__).parent / ".nox" / "shared"
 
 
@@ -104,7 +104,9 @@ def tests(session: nox.Session) -> None:
 
 
 def _conformance(session: nox.Session, backend: str, *extra: str, env: dict | None = None) -> None:
-    args = ("pytest", "conformance", "-q", f"--backend={backend}", *extra, *session.posargs)
+    # two pytest workers: most cases are short, single-threaded Python and XLA compiles
+    args = ("pytest", "conformance", "-q", "-n", "2", f"--backend={backend}", *extra)
+    args = (*args, *session.posargs)
     if env is None:
         session.run(*args)
     else:

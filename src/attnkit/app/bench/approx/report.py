@@ -23,7 +23,6 @@ from attnkit import __version__, backends
 from ...tables import table
 from ..machine import machine
 from ..settings import check_writable, installed
-from ..worker import HEAP_ONLY_ENV
 from .cases import (
     GROWTH_BOUND,
     QUICK,
@@ -208,10 +207,7 @@ def _print_report(
     versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items())
     print(f"\nattnkit bench --approx ({'quick' if s.quick else 'full'})")
     say(f"{info['cpu']}, {info['cores']} cores; {versions}")
-    if info.get("worker_env"):
-        env = " ".join(f"{k}={v}" for k, v in info["worker_env"].items())
-        heap = " ".join(f"{k}={v}" for k, v in HEAP_ONLY_ENV.items())
-        say(f"worker processes: {env}; the growth jobs also {heap} (see attnkit.app.bench.worker)")
+    say("worker processes: the caller's environment (no allocator tuning)")
     print()
     say(
         f"Relative Frobenius error of the output against exact attention ({s.names[0]}, "
