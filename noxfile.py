@@ -75,8 +75,11 @@ def _shared(session: nox.Session) -> dict[str, str]:
 
 
 def _run(session: nox.Session, env: dict[str, str], *args: str, **kwargs: object) -> None:
-    """A command of the shared environment (its bin first on PATH)."""
-    session.run(*args, env={**env, **kwargs.pop("env", {})}, external=True, **kwargs)
+    """A command of the shared environment: the program from its bin (nox itself looks
+    programs up on its own PATH), which also comes first on the command's PATH."""
+    program = SHARED / "bin" / args[0]
+    command = (str(program), *args[1:]) if program.exists() else args
+    session.run(*command, env={**env, **kwargs.pop("env", {})}, external=True, **kwargs)
 
 
 @nox.session
