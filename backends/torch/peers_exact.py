@@ -4,7 +4,8 @@
 Each takes query (B, H, L, E), key (B, Hkv, S, E), value (B, Hkv, S, Ev) as NumPy arrays
 (float64, rounded here to ``dtype``), a mask broadcastable to (B, H, L, S) (bool, True =
 may attend, or additive float; None) and returns the output (B, H, L, Ev) as NumPy
-float64. A call a function cannot express raises :class:`NotExpressible` (reported as
+float64 (the dtypes each is run in are listed once, in ``attnkit.app.verify_frameworks``).
+A call a function cannot express raises :class:`NotExpressible` (reported as
 "not applicable", not as a difference); anything the framework itself raises propagates
 (reported as a refusal).
 
@@ -23,14 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["DTYPES", "NotExpressible", "flex", "multihead", "sdpa"]
-
-#: The dtypes each function is run in.
-DTYPES = {
-    "sdpa": ("float64", "float32", "float16", "bfloat16"),
-    "multihead": ("float64", "float32", "bfloat16"),
-    "flex": ("float64", "float32"),
-}
+__all__ = ["NotExpressible", "flex", "multihead", "sdpa"]
 
 
 class NotExpressible(ValueError):
