@@ -58,6 +58,10 @@ class Kernels:
         with the diagonal at position 0, ``gqa`` grouped-query heads (Hq % Hkv == 0).
         Returns (..., Hq, L, Ev) in the inputs' dtype, or None. Offered only calls with
         no dropout, weights, lse, window, structured mask or score_mod, and L, S > 0.
+        While a compiler traces (``attnkit.registry.tracing``), it is also given
+        ``fallback``, a function of nothing returning the generic path's output in the
+        same layout and dtype: a kernel that would decline on values it cannot read in
+        a graph may select between its output and the fallback's there instead.
     ``attention_declines(query, key, value, *, mask, causal, scale, gqa)``
         why ``attention`` would decline this call before computing anything (a string),
         or None: read by :func:`attnkit.explain`.
@@ -77,8 +81,9 @@ class Kernels:
         (rows, width) bool or None. Returns (..., n*rows, Ev) or None.
     ``run_rows``                      query rows per block of a run.
     ``block_masks_nonfinite``         the block kernel replaces masked scores (never adds
-                                      -inf), so NaN or inf there cannot leak; else the
-                                      executor gives it only inputs checked finite.
+                                      -inf) and keeps a masked pair's NaN or inf value out
+                                      of its product (or declines), so neither can leak;
+                                      else the executor gives it only inputs checked finite.
     ``block_reads_shift_free``        the executor decides the shift-free bound for it.
     ``block_overhead_per_head``       its fixed cost per head of a block, in score
                                       elements of work (for the choice of block size).
@@ -140,6 +145,12 @@ class Backend:
             for libraries without autodiff.
         foreign_mask(obj): a framework's own mask object (PyTorch's ``CausalBias``) as
             ``(attnkit.masks mask, (L, S))``, or None.
+        replay_rng(rng): an independent generator that draws what ``rng`` would draw
+            next (a copy of its state; a JAX key is itself), so that a backward pass
+            redraws the forward pass's dropout pattern without storing it.
+        elementwise_grad(fn, x): the derivative of the elementwise ``fn`` at ``x``
+            (``d fn(x) / dx``, of x's shape) by the framework's autodiff, or None (the
+            default) for libraries without one.
     """
 
     NAME: str = "generic"
@@ -212,6 +223,14 @@ class Backend:
         raise NotImplementedError(f"the {self.NAME} backend has no random numbers")
 
     def foreign_mask(self, obj: Any) -> Any:
+        return None
+
+    def replay_rng(self, rng: Any) -> Any:
+        import copy
+
+        return copy.deepcopy(rng)
+
+    def elementwise_grad(self, fn: Callable[[Any], Any], x: Any) -> Any:
         return None
 
     def __repr__(self) -> str:

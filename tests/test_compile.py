@@ -1,7 +1,8 @@
 """``torch.compile(fullgraph=True)`` of attnkit's calls and of the drop-in module: a plain,
 a causal, a GQA and a windowed call, and ``MultiheadAttention`` with a padding mask, are
 captured in one graph each (fullgraph raises on any graph break) and give eager's
-numbers; the backward pass runs through the compiled graph. The tests compile with the
+numbers; the backward pass runs through the compiled graph. Without autograd a masked
+call is SDPA selected by ``torch.cond`` on its output being finite. The tests compile with the
 ``aot_eager`` backend (dynamo's capture and AOT autograd, without generating C++: seconds,
 not minutes); the default inductor backend captures the same graph."""
 
@@ -63,12 +64,15 @@ def test_call_compiles_in_one_graph_and_equals_eager(name: str) -> None:
         assert err <= 1e-5, f"{name}: d{label} compiled vs eager {err:.2e}"
 
 
-def test_compiled_call_keeps_nan_out_of_masked_rows() -> None:
+@pytest.mark.parametrize("grad", [False, True], ids=["no grad", "grad"])
+def test_compiled_call_keeps_nan_out_of_masked_rows(grad: bool) -> None:
     """No concrete finiteness check inside a graph: a NaN in a future key still stays out
-    of the rows before it (the executor's guarded path under compile)."""
-    q, k, v = (x.detach() for x in _inputs())
-    k = k.clone()
-    k[:, :, 40] = float("nan")
+    of the rows before it (without autograd SDPA's output selected by torch.cond, else
+    the executor's guarded path)."""
+    q, k, v = (x.detach().requires_grad_(grad) for x in _inputs())
+    k = k.detach().clone().requires_grad_(grad)
+    with torch.no_grad():
+        k[:, :, 40] = float("nan")
     compiled = torch.compile(
         lambda q, k, v: ak.scaled_dot_product_attention(q, k, v, is_causal=True),
         fullgraph=True,
@@ -77,6 +81,53 @@ def test_compiled_call_keeps_nan_out_of_masked_rows() -> None:
     out = compiled(q, k, v)
     assert bool(torch.isfinite(out[:, :, :40]).all()), "rows before the NaN key stay finite"
     assert bool(torch.isnan(out[:, :, 40:]).all()), "rows attending it are NaN, as eager"
+
+
+def _recording_backend(graphs: list[Any]) -> Any:
+    def backend(gm: Any, example_inputs: Any) -> Any:
+        graphs.append(gm)
+        return gm.forward
+
+    return backend
+
+
+_DENSE_MASK = torch.rand(1, 1, 96, 96, generator=torch.Generator().manual_seed(1)) > 0.3
+SELECTED = {
+    "causal": CALLS["causal"],
+    "gqa": CALLS["gqa"],
+    "bool mask": ({"attn_mask": _DENSE_MASK}, 4),
+}
+
+
+@pytest.mark.parametrize("name", list(SELECTED))
+def test_masked_call_selects_sdpa_in_the_graph(name: str) -> None:
+    """Without autograd, a masked call compiles to SDPA plus ``torch.cond`` on its output
+    being finite (eager's check, in the graph), whose other branch is the guarded
+    executor: both branches give eager's numbers."""
+    options, hkv = SELECTED[name]
+    q, k, v = (x.detach() for x in _inputs(hkv))
+    graphs: list[Any] = []
+    compiled = torch.compile(
+        lambda q, k, v: ak.scaled_dot_product_attention(q, k, v, **options),
+        fullgraph=True,
+        backend=_recording_backend(graphs),
+    )
+    got = compiled(q, k, v)
+    conds = [
+        node
+        for gm in graphs
+        for node in gm.graph.nodes
+        if node.op == "call_function" and node.target is torch.ops.higher_order.cond
+    ]
+    assert len(graphs) == 1 and len(conds) == 1, f"{name}: {len(graphs)} graphs, {len(conds)} conds"
+    want = ak.scaled_dot_product_attention(q, k, v, **options)
+    err = float((got - want).abs().max())
+    assert err <= F32, f"{name}: compiled vs eager {err:.2e} > {F32}"
+    bad = q.clone()
+    bad[0, 0, 5, 3] = float("inf")  # a non-finite output: the guarded branch runs
+    got, want = compiled(bad, k, v), ak.scaled_dot_product_attention(bad, k, v, **options)
+    same = (got == want) | (got - want).abs().le(F32) | (got.isnan() & want.isnan())
+    assert bool(same.all()), f"{name}: the guarded branch differs from eager"
 
 
 def test_drop_in_module_compiles_in_one_graph() -> None:

@@ -13,6 +13,7 @@ not apply.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -48,14 +49,29 @@ def attention_declines(
 
 
 def attention(
-    query: Any, key: Any, value: Any, *, mask: Any, causal: bool, scale: float, gqa: bool
+    query: Any,
+    key: Any,
+    value: Any,
+    *,
+    mask: Any,
+    causal: bool,
+    scale: float,
+    gqa: bool,
+    fallback: Callable[[], Any] | None = None,
 ) -> Any:
-    """SDPA on the whole call: out (..., Hq, L, Ev), or None (see the module docstring)."""
+    """SDPA on the whole call: out (..., Hq, L, Ev), or None (see the module docstring).
+
+    Under ``torch.compile`` no value is concrete: with ``fallback`` (the generic path's
+    output, a function of nothing) a masked call selects in the graph, ``torch.cond`` on
+    SDPA's output being finite; without one, or under autograd (the two branches'
+    gradients differ in strides, which inductor refuses), it declines."""
     if attention_declines(query, key, value, mask=mask, causal=causal, scale=scale, gqa=gqa):
         return None
     masked = causal or mask is not None
     if masked and torch.compiler.is_compiling():
-        return None  # no finiteness check inside a graph: the executor's guarded path
+        if fallback is None or _records_gradients(query, key, value):
+            return None  # no finiteness check inside a graph: the executor's guarded path
+        return _selected(query, key, value, mask, causal, scale, gqa, fallback)
     grad = _records_gradients(query, key, value)
     if masked and grad and not _finite(query, key, value):
         return None  # a NaN or inf in a masked pair would leak into the gradients
@@ -67,6 +83,34 @@ def attention(
     if masked and not grad and not _finite(out):
         return None  # SDPA adds -inf to a masked NaN: the generic path replaces it
     return out
+
+
+def _selected(
+    query: Any,
+    key: Any,
+    value: Any,
+    mask: Any,
+    causal: bool,
+    scale: float,
+    gqa: bool,
+    fallback: Callable[[], Any],
+) -> Any:
+    """In a graph: SDPA's output where it is finite, else ``fallback()`` (the guarded
+    generic path), chosen by ``torch.cond`` so that only one branch runs. Both branches
+    return contiguous tensors (cond requires their strides to agree)."""
+    if mask is not None and mask.dtype != torch.bool and mask.dtype != query.dtype:
+        mask = mask.to(query.dtype)
+    out = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=gqa
+    ).contiguous()  # (..., Hq, L, Ev)
+
+    def kept(out: Any) -> Any:
+        return out.clone()
+
+    def generic(out: Any) -> Any:
+        return fallback().contiguous()
+
+    return torch.cond(torch.isfinite(out.sum()), kept, generic, (out,))
 
 
 def _finite(*xs: Any) -> bool:

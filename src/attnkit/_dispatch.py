@@ -23,12 +23,13 @@ Both caches hold at most 64 signatures and no arrays. Nothing is cached while
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import masks
-from .blocked import blocked_attention
-from .problem import Problem
+from .blocked import blocked_attention, cost
+from .problem import Problem, caller_layout
 from .reference import reference_attention
 from .registry import tracing
 
@@ -159,6 +160,8 @@ def attend(p: Problem, sig: tuple[Any, ...] | None = None) -> tuple[Any, Any, An
     choice = choose(p)
     if choice.path == "kernel":
         kernel_args = dict(mask=p.mask, causal=choice.causal, scale=p.scale, gqa=p.gqa_groups > 1)
+        if tracing():  # no concrete check in a graph: the kernel may select in it
+            kernel_args["fallback"] = functools.partial(_generic_output, p, choice.kernels)
         out = choice.kernels.attention(p.query, p.key, p.value, **kernel_args)
         if out is not None:
             if sig is not None and sig not in _PLANS:
@@ -166,6 +169,16 @@ def attend(p: Problem, sig: tuple[Any, ...] | None = None) -> tuple[Any, Any, An
             return out, None, None
         # declined on the values (a NaN at a masked position): the executor, guarded
     return blocked_attention(p, choice.kernels)
+
+
+def _generic_output(p: Problem, kernels: Any) -> Any:
+    """The blocked executor's output of ``p`` in the caller's layout and dtype (..., Hq,
+    L, Ev): the whole-call kernel's ``fallback`` while a compiler traces, in a few
+    large blocks (compile time grows with the blocks unrolled into the graph)."""
+    if p.block_size is None:
+        p = replace(p, block_size=cost.graph_block_size(p))
+    out, _, _ = blocked_attention(p, kernels)
+    return caller_layout(p, out, (p.L, p.Ev), p.dtype)
 
 
 def _remember_plan(sig: tuple[Any, ...], p: Problem, choice: Choice, kernel_args: dict) -> None:

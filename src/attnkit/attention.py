@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 from . import _dispatch
 from ._validate import validate
-from .problem import Problem
+from .problem import Problem, caller_layout
 
 __all__ = [
     "AttentionWithLSE",
@@ -168,31 +168,14 @@ def scaled_dot_product_attention(
 def _finish(p: Problem, out: Any, weights: Any, lse: Any) -> Any:
     """The caller's dtype and shapes (..., Hq, L, Ev): the GQA axes merged, broadcast
     leading dims expanded; the result type the flags ask for."""
-    out = _shaped(p, out, (p.L, p.Ev), p.dtype)
+    out = caller_layout(p, out, (p.L, p.Ev), p.dtype)
     if not (p.need_weights or p.need_lse):
         return out
     if p.need_weights:
-        weights = _shaped(p, weights, (p.L, p.S), p.dtype)
+        weights = caller_layout(p, weights, (p.L, p.S), p.dtype)
         if not p.need_lse:
             return AttentionWithWeights(out, weights)
-    lse = _shaped(p, lse, (p.L,), lse.dtype)  # float32 for 16-bit inputs
+    lse = caller_layout(p, lse, (p.L,), lse.dtype)  # float32 for 16-bit inputs
     if not p.need_weights:
         return AttentionWithLSE(out, lse)
     return AttentionWithWeightsAndLSE(out, weights, lse)
-
-
-def _shaped(p: Problem, x: Any, tail: tuple[int, ...], dtype: Any) -> Any:
-    """``x`` (..., [Hkv, G,] *tail) in ``dtype`` as (*out_lead, *tail): GQA's (Hkv, G)
-    merged into Hq, then leading dims that an operand broadcast expanded (a value with
-    more leading dims than the scores, say)."""
-    xp = p.xp
-    if x.dtype != dtype:
-        x = xp.astype(x, dtype)
-    target = (*p.out_lead, *tail)
-    if tuple(x.shape) != target and p.gqa_groups > 1:
-        n = len(tail) + 2
-        hkv, groups = x.shape[-n], x.shape[-n + 1]
-        x = xp.reshape(x, (*x.shape[:-n], hkv * groups, *tail))  # (..., Hq, *tail)
-    if tuple(x.shape) != target:
-        x = xp.broadcast_to(x, target)
-    return x

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Problem", "gqa_layout", "gqa_mask"]
+__all__ = ["Problem", "caller_layout", "gqa_layout", "gqa_mask"]
 
 
 @dataclass(slots=True)  # not frozen: frozen dataclasses cost microseconds per call
@@ -81,3 +81,20 @@ def gqa_layout(p: Problem) -> tuple[Any, Any, Any, Any]:
     value = xp.expand_dims(p.value, axis=-3)  # (..., Hkv, 1, S, Ev)
     mask = None if p.mask is None else gqa_mask(xp, p.mask, groups)
     return query, key, value, mask
+
+
+def caller_layout(p: Problem, x: Any, tail: tuple[int, ...], dtype: Any) -> Any:
+    """``x`` (..., [Hkv, G,] *tail) in ``dtype`` as (*out_lead, *tail): GQA's (Hkv, G)
+    merged into Hq, then leading dims that an operand broadcast expanded (a value with
+    more leading dims than the scores, say)."""
+    xp = p.xp
+    if x.dtype != dtype:
+        x = xp.astype(x, dtype)
+    target = (*p.out_lead, *tail)
+    if tuple(x.shape) != target and p.gqa_groups > 1:
+        n = len(tail) + 2
+        hkv, groups = x.shape[-n], x.shape[-n + 1]
+        x = xp.reshape(x, (*x.shape[:-n], hkv * groups, *tail))  # (..., Hq, *tail)
+    if tuple(x.shape) != target:
+        x = xp.broadcast_to(x, target)
+    return x
