@@ -60,6 +60,8 @@ def block_attention(
         return None
     if q.dtype not in (np.float32, np.float64) or k.shape[-2] == 0:
         return None
+    if mask is not None and not np.isfinite(v).all():
+        return None  # 0 * inf in the value product would leak into rows not attending it
     Bq, Sk, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     if mask is not None:

@@ -16,7 +16,7 @@ from typing import Any
 from .masks import Tile
 from .problem import Problem, gqa_mask
 
-__all__ = ["all_finite", "allowed_pairs", "neutralize"]
+__all__ = ["all_finite", "allowed_pairs", "neutralize", "weighted_values"]
 
 
 def allowed_pairs(p: Problem, t: Tile, structure_tile: Any, user_mask: Any) -> Any:
@@ -49,6 +49,22 @@ def neutralize(xp: Any, q: Any, k: Any, v: Any, allowed: Any) -> tuple[Any, Any,
         v_cols = xp.matrix_transpose(_shared_any(xp, allowed, -2, v.shape))
     rows = _shared_any(xp, allowed, -1, q.shape)  # (..., Bq|1, 1)
     return xp.where(rows, q, 0.0), xp.where(k_cols, k, 0.0), xp.where(v_cols, v, 0.0)
+
+
+def weighted_values(xp: Any, w: Any, v: Any) -> Any:
+    """``w @ v`` (..., Bq, Ev) in which a weight of exactly 0 takes nothing from its value
+    row, even a NaN or inf one (IEEE's 0 * inf is NaN): a masked pair of a column that
+    other rows of the block attend (so :func:`neutralize` keeps it) cannot leak.
+
+    Where a nonzero weight meets a non-finite value the plain product is kept (inf or
+    NaN, as the formula gives); elsewhere the product over the finite values. Three
+    products instead of one: only for operands not known to be finite.
+    w (..., Bq, Sk), v (..., Sk, Ev).
+    """
+    finite = xp.isfinite(v)
+    clean = w @ xp.where(finite, v, xp.zeros_like(v))  # (..., Bq, Ev)
+    hits = xp.astype(w != 0, w.dtype) @ xp.astype(~finite, w.dtype)  # nonzero weight x bad value
+    return xp.where(hits > 0, w @ v, clean)
 
 
 def _shared_any(xp: Any, allowed: Any, axis: int, shape: tuple[int, ...]) -> Any:

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from .dropout import apply_dropout
-from .masked_operands import all_finite, allowed_pairs, neutralize
+from .masked_operands import all_finite, allowed_pairs, neutralize, weighted_values
 from .masks import Tile
 from .problem import Problem, gqa_layout
 from .score_mods import apply_score_mod
@@ -34,7 +34,8 @@ def reference_attention(p: Problem) -> tuple[Any, Any, Any]:
     tile = Tile(xp, p.device, p.geometry, 0, p.L, [(0, p.S)])  # every query and key
     structure = p.structure.tile(tile) if p.structure is not None and p.L and p.S else None
     allowed = allowed_pairs(p, tile, structure, user)  # (..., L, S) or None
-    if allowed is not None and not all_finite(p, q, k, v):
+    finite = allowed is None or bool(all_finite(p, q, k, v))
+    if not finite:
         q, k, v = neutralize(xp, q, k, v, allowed)  # unused rows and columns zeroed
     scores = (q * p.scale) @ xp.matrix_transpose(k)  # (..., L, S)
     if p.score_mod is not None:
@@ -44,4 +45,5 @@ def reference_attention(p: Problem) -> tuple[Any, Any, Any]:
     weights, lse = masked_softmax(xp, scores, allowed)  # (..., L, S), (..., L)
     if p.dropout_p > 0:
         weights = apply_dropout(p, weights, stream=0)
-    return weights @ v, weights, lse  # out (..., L, Ev)
+    out = weights @ v if finite else weighted_values(xp, weights, v)  # (..., L, Ev)
+    return out, weights, lse

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..dropout import apply_dropout
-from ..masked_operands import neutralize
+from ..masked_operands import neutralize, weighted_values
 from ..problem import Problem
 from ..score_mods import apply_score_mod
 from ..softmax import masked_softmax, softmax_denominator, softmax_numerator, softmax_parts
@@ -37,7 +37,8 @@ def block_formula(
     weights, lse = masked_softmax(p.xp, scores, allowed)  # (..., Bq, Sk), (..., Bq)
     if p.dropout_p > 0:
         weights = apply_dropout(p, weights, stream)
-    return weights @ v, weights, lse  # out (..., Bq, Ev)
+    out = weights @ v if ops.finite else weighted_values(p.xp, weights, v)  # (..., Bq, Ev)
+    return out, weights, lse
 
 
 def _scores(p: Problem, ops: Prepared, t: Any, q: Any, k: Any) -> Any:
@@ -74,7 +75,7 @@ def attend_block(
     q = ops.query[..., q_lo:q_hi, :]  # (..., Bq, E)
     k = select_rows(xp, ops.key, t.ranges)  # (..., Sk, E)
     plain = not (need_weights or p.dropout_p > 0)
-    with_ones = ops.value_ones is not None and plain
+    with_ones = ops.value_ones is not None and plain and ops.finite
     v = select_rows(xp, ops.value_ones if with_ones else ops.value, t.ranges)  # (..., Sk, Ev[+1])
     if allowed is not None and not ops.finite:
         q, k, v = neutralize(xp, q, k, v, allowed)
@@ -97,4 +98,5 @@ def attend_block(
         denom, lse = softmax_denominator(xp, both[..., p.Ev :], row_max, maskable)
         return both[..., : p.Ev] / denom, None, lse  # (..., Bq, Ev)
     e, denom, lse = softmax_parts(xp, scores, allowed, maskable, ops.shift_free)
-    return (e @ v) / denom, None, lse  # normalizing after the product is cheaper
+    ev = e @ v if ops.finite else weighted_values(xp, e, v)  # (..., Bq, Ev)
+    return ev / denom, None, lse  # normalizing after the product is cheaper
