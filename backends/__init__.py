@@ -148,6 +148,10 @@ class Backend:
         replay_rng(rng): an independent generator that draws what ``rng`` would draw
             next (a copy of its state; a JAX key is itself), so that a backward pass
             redraws the forward pass's dropout pattern without storing it.
+        select(pred, if_true, if_false, *operands): ``if_true(*operands)`` where the
+            traced 0-d bool ``pred`` is True at run time, else ``if_false(*operands)``,
+            running one branch only (``jax.lax.cond``); None (the default) where the
+            library has no such control flow, and the math then takes the safe branch.
         elementwise_grad(fn, x): the derivative of the elementwise ``fn`` at ``x``
             (``d fn(x) / dx``, of x's shape) by the framework's autodiff, or None (the
             default) for libraries without one.
@@ -161,6 +165,8 @@ class Backend:
     block_overhead_elements: int | None = None
     #: ``recompute_block(fn, *inputs)`` where the framework has autodiff, else None.
     recompute_block: Callable[..., Any] | None = None
+    #: ``select(pred, if_true, if_false, *operands)`` where traced programs branch.
+    select: Callable[..., Any] | None = None
 
     def available(self) -> bool:
         if not self.MODULE:

@@ -120,6 +120,29 @@ def test_window_inf_key_touches_only_its_rows(lib: Lib, impl: str) -> None:
     assert_rows_equal(got, clean, others, f"window, inf key 20, impl={impl}")
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("poison", [math.nan, math.inf])
+@pytest.mark.parametrize("call", ["window", "causal", "bool mask"])
+def test_masked_value_never_leaks_into_rows_not_attending_it(
+    lib: Lib, impl: str, poison: float, call: str
+) -> None:
+    """A NaN or inf *value* in a column that some rows of a block attend and others may
+    not: IEEE's 0 * inf = NaN in the value product used to spread it to the others."""
+    q, k, v = (normal(i + 3, 1, 2, 24, 8) for i in range(3))
+    allowed = np.tril(np.ones((24, 24), dtype=bool))
+    options = {
+        "window": {"window": (3, 0)},
+        "causal": {"is_causal": True},
+        "bool mask": {"attn_mask": allowed},
+    }[call]
+    clean = attend(lib, q, k, v, impl=impl, **options)
+    v[..., 15, :] = poison
+    got = attend(lib, q, k, v, impl=impl, **options)
+    reach = range(15, 19) if call == "window" else range(15, 24)
+    others = [i for i in range(24) if i not in reach]
+    assert_rows_equal(got, clean, others, f"{call}, value 15 = {poison}, impl={impl}")
+
+
 # --- item 2: NaN in key/value columns no query may attend, structured masks ---------------
 
 

@@ -123,5 +123,27 @@ class JaxBackend(Backend):
             return jax.checkpoint(fn)()
         return fn()
 
+    @staticmethod
+    def select(
+        pred: Any, if_true: Callable[..., Any], if_false: Callable[..., Any], *ops: Any
+    ) -> Any:
+        """``jax.lax.cond``: one branch runs (under ``vmap`` both, as a select)."""
+        import jax
+
+        return jax.lax.cond(pred, if_true, if_false, *ops)
+
+    def replay_rng(self, rng: Any) -> Any:
+        """A JAX key is a value: the same key redraws the same numbers."""
+        return rng
+
+    def elementwise_grad(self, fn: Callable[[Any], Any], x: Any) -> Any:
+        """d fn(x) / dx for an elementwise ``fn``: ``jax.vjp`` with ones."""
+        import jax
+        import jax.numpy as jnp
+
+        out, pullback = jax.vjp(fn, x)
+        (grad,) = pullback(jnp.ones_like(out))
+        return grad
+
 
 BACKEND = JaxBackend()

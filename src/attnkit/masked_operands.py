@@ -10,6 +10,7 @@ the same promise.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -51,16 +52,33 @@ def neutralize(xp: Any, q: Any, k: Any, v: Any, allowed: Any) -> tuple[Any, Any,
     return xp.where(rows, q, 0.0), xp.where(k_cols, k, 0.0), xp.where(v_cols, v, 0.0)
 
 
-def weighted_values(xp: Any, w: Any, v: Any) -> Any:
+def weighted_values(p: Problem, w: Any, v: Any) -> Any:
     """``w @ v`` (..., Bq, Ev) in which a weight of exactly 0 takes nothing from its value
     row, even a NaN or inf one (IEEE's 0 * inf is NaN): a masked pair of a column that
     other rows of the block attend (so :func:`neutralize` keeps it) cannot leak.
 
     Where a nonzero weight meets a non-finite value the plain product is kept (inf or
-    NaN, as the formula gives); elsewhere the product over the finite values. Three
-    products instead of one: only for operands not known to be finite.
+    NaN, as the formula gives); elsewhere the product over the finite values: three
+    products instead of one, only for a block whose values are not all finite (checked
+    concretely, or under ``jax.jit`` chosen at run time by the backend's ``select``).
     w (..., Bq, Sk), v (..., Sk, Ev).
     """
+    xp = p.xp
+    finite = all_finite(p, v)
+    if finite:
+        return w @ v
+    select = p.backend.select
+    if finite is None and select is not None:
+        ok = xp.all(xp.isfinite(v))
+        return select(ok, _plain_product, functools.partial(_guarded_product, xp), w, v)
+    return _guarded_product(xp, w, v)
+
+
+def _plain_product(w: Any, v: Any) -> Any:
+    return w @ v
+
+
+def _guarded_product(xp: Any, w: Any, v: Any) -> Any:
     finite = xp.isfinite(v)
     clean = w @ xp.where(finite, v, xp.zeros_like(v))  # (..., Bq, Ev)
     hits = xp.astype(w != 0, w.dtype) @ xp.astype(~finite, w.dtype)  # nonzero weight x bad value

@@ -45,5 +45,5 @@ def reference_attention(p: Problem) -> tuple[Any, Any, Any]:
     weights, lse = masked_softmax(xp, scores, allowed)  # (..., L, S), (..., L)
     if p.dropout_p > 0:
         weights = apply_dropout(p, weights, stream=0)
-    out = weights @ v if finite else weighted_values(xp, weights, v)  # (..., L, Ev)
+    out = weights @ v if finite else weighted_values(p, weights, v)  # (..., L, Ev)
     return out, weights, lse

@@ -37,7 +37,7 @@ def block_formula(
     weights, lse = masked_softmax(p.xp, scores, allowed)  # (..., Bq, Sk), (..., Bq)
     if p.dropout_p > 0:
         weights = apply_dropout(p, weights, stream)
-    out = weights @ v if ops.finite else weighted_values(p.xp, weights, v)  # (..., Bq, Ev)
+    out = weights @ v if ops.finite else weighted_values(p, weights, v)  # (..., Bq, Ev)
     return out, weights, lse
 
 
@@ -98,5 +98,5 @@ def attend_block(
         denom, lse = softmax_denominator(xp, both[..., p.Ev :], row_max, maskable)
         return both[..., : p.Ev] / denom, None, lse  # (..., Bq, Ev)
     e, denom, lse = softmax_parts(xp, scores, allowed, maskable, ops.shift_free)
-    ev = e @ v if ops.finite else weighted_values(xp, e, v)  # (..., Bq, Ev)
+    ev = e @ v if ops.finite else weighted_values(p, e, v)  # (..., Bq, Ev)
     return ev / denom, None, lse  # normalizing after the product is cheaper
