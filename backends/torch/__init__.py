@@ -139,6 +139,24 @@ class TorchBackend(Backend):
             return checkpoint(fn, use_reentrant=False)
         return fn()
 
+    def replay_rng(self, rng: Any) -> Any:
+        """A new ``torch.Generator`` on ``rng``'s device in ``rng``'s current state."""
+        import torch
+
+        copy = torch.Generator(device=rng.device)
+        copy.set_state(rng.get_state())
+        return copy
+
+    def elementwise_grad(self, fn: Callable[[Any], Any], x: Any) -> Any:
+        """d fn(x) / dx for an elementwise ``fn``: one vector-Jacobian product with ones."""
+        import torch
+
+        with torch.enable_grad():
+            leaf = x.detach().requires_grad_(True)
+            out = fn(leaf)
+            (grad,) = torch.autograd.grad(out, leaf, torch.ones_like(out), allow_unused=True)
+        return torch.zeros_like(x) if grad is None else grad
+
     def foreign_mask(self, obj: Any) -> Any:
         """PyTorch's ``torch.nn.attention.bias.CausalBias`` (``causal_upper_left``,
         ``causal_lower_right``) as ``(attnkit.masks.causal(alignment), (L, S))``; None

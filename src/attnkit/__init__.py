@@ -43,6 +43,7 @@ from .merge import merge_partials
 from .multi_head import MultiHeadOutput, MultiHeadParams, multi_head_attention
 from .multi_head_init import init_multi_head_params
 from .rope import Rope, apply_rope
+from .vjp import attention_vjp
 
 __version__ = "0.1.0"
 
@@ -66,6 +67,7 @@ __all__ = [
     "append_kv",
     "apply_rope",
     "approx",
+    "attention_vjp",
     "explain",
     "init_kv_cache",
     "init_multi_head_params",

@@ -33,6 +33,7 @@ __all__ = [
     "alibi_slopes",
     "as_score_mod",
     "check_score_mod",
+    "score_mod_derivative",
     "softcap",
 ]
 
@@ -74,6 +75,9 @@ class ScoreMod:
     name: str
     fn: Callable[..., Any]
     num_heads: int | None = None
+    #: ``derivative(scores, modified, q_idx, kv_idx, head, xp)``: d fn / d scores, an array
+    #: or a Python number (1.0 for an additive bias), for the backward pass; or None.
+    derivative: Callable[..., Any] | None = None
 
     def __call__(self, scores: Any, q_idx: Any, kv_idx: Any, head: Any) -> Any:
         return self.fn(scores, q_idx, kv_idx, head, array_api_compat.array_namespace(scores))
@@ -96,7 +100,12 @@ def alibi(num_heads: int, slopes: list[float] | None = None) -> ScoreMod:
         m = xp.reshape(m, head.shape)  # (H, 1, 1) (or the GQA layout)
         return scores + m * xp.astype(kv_idx - q_idx, scores.dtype)
 
-    return ScoreMod(f"alibi({num_heads})", fn, num_heads)
+    return ScoreMod(f"alibi({num_heads})", fn, num_heads, _additive)
+
+
+def _additive(scores: Any, modified: Any, q_idx: Any, kv_idx: Any, head: Any, xp: Any) -> float:
+    """The derivative of a bias added to the scores: 1."""
+    return 1.0
 
 
 def _check_slopes(slopes: Any, num_heads: int) -> list[float]:
@@ -136,7 +145,11 @@ def softcap(cap: float) -> ScoreMod:
     def fn(scores: Any, q_idx: Any, kv_idx: Any, head: Any, xp: Any) -> Any:
         return cap * xp.tanh(scores / cap)
 
-    return ScoreMod(f"softcap({cap})", fn)
+    def derivative(scores: Any, modified: Any, q_idx: Any, kv_idx: Any, head: Any, xp: Any) -> Any:
+        ratio = modified / cap  # tanh(scores / cap)
+        return 1.0 - ratio * ratio
+
+    return ScoreMod(f"softcap({cap})", fn, None, derivative)
 
 
 def _device(x: Any) -> Any:
@@ -181,6 +194,13 @@ def apply_score_mod(
     naming ``score_mod``, instead of failing later inside a matmul.
     """
     check_score_mod(score_mod, num_heads)
+    head = _head_index(xp, scores, tile, num_heads, groups)
+    out = score_mod(scores, tile.q_pos(), tile.k_pos, head)
+    return _check_result(score_mod, xp, scores, out)
+
+
+def _head_index(xp: Any, scores: Any, tile: Any, num_heads: int, groups: int) -> Any:
+    """Head indices shaped to broadcast against one tile's scores."""
     head = xp.arange(num_heads, device=tile.device)
     if scores.ndim < 3:  # (L, E) inputs: no head axis
         shape: tuple[int, ...] = (1, 1)
@@ -188,9 +208,38 @@ def apply_score_mod(
         shape = (num_heads // groups, groups, 1, 1)  # the GQA layout (Hkv, G)
     else:
         shape = (num_heads, 1, 1)
-    head = xp.reshape(head, shape)
-    out = score_mod(scores, tile.q_pos(), tile.k_pos, head)
-    return _check_result(score_mod, xp, scores, out)
+    return xp.reshape(head, shape)
+
+
+def score_mod_derivative(
+    score_mod: Callable[..., Any],
+    backend: Any,
+    xp: Any,
+    scores: Any,
+    modified: Any,
+    tile: Any,
+    num_heads: int,
+    groups: int,
+) -> Any:
+    """d score_mod(scores) / d scores on one tile (an array of the scores' shape, or a
+    Python number): a :class:`ScoreMod`'s own ``derivative`` (ALiBi: 1, softcap:
+    1 - tanh^2), else the backend's autodiff of the elementwise callable. Raises
+    ``ParameterError`` where neither exists (a general callable on NumPy)."""
+    head = _head_index(xp, scores, tile, num_heads, groups)
+    q_idx, kv_idx = tile.q_pos(), tile.k_pos
+    derivative = getattr(score_mod, "derivative", None)
+    if derivative is not None:
+        return derivative(scores, modified, q_idx, kv_idx, head, xp)
+    grad = backend.elementwise_grad(lambda s: score_mod(s, q_idx, kv_idx, head), scores)
+    if grad is None:
+        name = getattr(score_mod, "name", getattr(score_mod, "__name__", "score_mod"))
+        raise ParameterError(
+            f"the backward pass needs the derivative of score_mod {name}, and the "
+            f"{backend.NAME} backend has no autodiff to take it; use attnkit.score_mods.alibi "
+            "or softcap (their derivatives are known), or wrap the callable in "
+            "attnkit.score_mods.ScoreMod(name, fn, derivative=...) with its derivative."
+        )
+    return grad
 
 
 def _check_result(score_mod: Any, xp: Any, scores: Any, out: Any) -> Any:

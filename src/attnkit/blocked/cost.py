@@ -18,9 +18,9 @@ from ..shapes import prod
 __all__ = [
     "BLOCK_OVERHEAD_ELEMENTS",
     "DEFAULT_BLOCK_BUDGET",
-    "RECOMPUTE_ABOVE_ELEMENTS",
     "GRAPH_BLOCKS",
     "GRAPH_BLOCK_BUDGET",
+    "RECOMPUTE_ABOVE_ELEMENTS",
     "choose_block_size",
     "graph_block_size",
     "stored_elements",

@@ -1,0 +1,158 @@
+"""The backward pass of attention, block by block, from the saved output and lse.
+
+For query rows [q_lo, q_hi) against the key columns their tile allows (the forward
+pass's blocks, so the work grows with the attended pairs as the forward's does), in the
+compute dtype (float32 for 16-bit inputs)::
+
+    P   = exp(scores - lse)  where allowed, else 0      # (..., Bq, Sk), recomputed
+    Pd  = dropout(P)         (the forward's keep pattern, redrawn from the replayed rng)
+    dV += Pd^T dO                                        # (..., Sk, Ev)
+    dP  = dropout(dO V^T)                                # (..., Bq, Sk)
+    dS  = P * (dP - D)       with D = rowsum(dO * O)     # d loss / d scores
+    dR  = dS * score_mod'(raw)                           # raw = scale * q k^T
+    dQ  = scale * dR K,      dK += scale * dR^T Q
+    dM  = dS summed over the additive mask's broadcast axes
+
+Rows with nothing to attend have lse = -inf and P = 0: their gradients are exactly 0.
+Where pairs are masked and the operands are not known finite, each block zeroes what its
+rows may not touch first (:func:`attnkit.masked_operands.neutralize`), as the forward
+does, so NaN or inf stored at a masked position or a dead key never reaches a gradient.
+With GQA the query heads of a group meet their key/value head by broadcasting and dK,
+dV sum over the group (no copy of the key/value heads).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..dropout import keep_pattern
+from ..masked_operands import neutralize
+from ..problem import Problem
+from ..score_mods import apply_score_mod, score_mod_derivative
+from .accumulate import SegmentSums, sum_to_shape
+from .operands import Prepared
+from .tiles import block_plan, block_tile, scatter_columns, select_rows
+
+__all__ = ["block_ranges", "blocked_backward"]
+
+
+def block_ranges(p: Problem, rows: int) -> list[tuple[int, int]]:
+    """(q_lo, q_hi) of every block of ``rows`` rows, in the forward's order (the stream
+    numbers of dropout are their indices)."""
+    return [(a, min(a + rows, p.L)) for a in range(0, p.L, rows)]
+
+
+def blocked_backward(
+    p: Problem, ops: Prepared, out: Any, lse: Any, d_out: Any, rows: int
+) -> tuple[Any, Any, Any, Any]:
+    """(dq, dk, dv, d_mask) in the GQA layout and the compute dtype, of the operands'
+    layout shapes (``ops``); d_mask None unless ``attn_mask`` is additive.
+
+    ``out`` (..., L, Ev) and ``lse`` (..., L) are the forward pass's (the executor's
+    output, compute dtype, GQA layout); ``d_out`` the output's cotangent in that layout;
+    ``rows`` the forward's block size; ``p.rng`` must redraw the forward's dropout.
+    """
+    xp, cd = p.xp, p.compute_dtype
+    q_shape, k_shape, v_shape = tuple(ops.query.shape), tuple(ops.key.shape), tuple(ops.value.shape)
+    blocks = block_ranges(p, rows)
+    tiles = [block_tile(p, lo, hi) for lo, hi in blocks]
+    cuts = {b for t in tiles if t is not None for r in t.ranges for b in r}
+    dk_sums, dv_sums = SegmentSums(xp, p.S, cuts), SegmentSums(xp, p.S, cuts)
+    D = xp.sum(d_out * out, axis=-1)  # (..., L): rowsum(dO * O)
+    dq_parts, dmask_parts = [], []
+    mask_shape = None if ops.additive is None else tuple(ops.additive.shape)
+    for stream, ((q_lo, q_hi), t) in enumerate(zip(blocks, tiles, strict=True)):
+        if t is None:  # no key in reach: zero gradients for these rows
+            dq_parts.append(xp.zeros((*q_shape[:-2], q_hi - q_lo, q_shape[-1]), dtype=cd,
+                                     device=p.device))  # fmt: skip
+            if mask_shape is not None:
+                none = xp.zeros((q_hi - q_lo, p.S), dtype=cd, device=p.device)
+                dmask_parts.append(_mask_rows(p, none, mask_shape))
+            continue
+        grads = _block_backward(p, ops, t, q_lo, q_hi, stream, out, lse, d_out, D)
+        dq_b, dk_b, dv_b, ds = grads
+        dq_parts.append(sum_to_shape(xp, dq_b, (*q_shape[:-2], q_hi - q_lo, q_shape[-1])))
+        at = 0
+        for lo, hi in t.ranges:  # the tile's columns, range by range
+            dk_sums.add(lo, hi, dk_b[..., at : at + hi - lo, :])
+            dv_sums.add(lo, hi, dv_b[..., at : at + hi - lo, :])
+            at += hi - lo
+        if mask_shape is not None:
+            full = scatter_columns(xp, ds, t.ranges, p.S, p.device)  # (..., Bq, S)
+            dmask_parts.append(_mask_rows(p, full, mask_shape))
+    dq = dq_parts[0] if len(dq_parts) == 1 else xp.concat(dq_parts, axis=-2)  # (..., L, E)
+    dk = dk_sums.result(k_shape, cd, p.device)  # (..., S, E)
+    dv = dv_sums.result(v_shape, cd, p.device)  # (..., S, Ev)
+    d_mask = None
+    if mask_shape is not None:
+        if mask_shape[-2] == 1:  # one mask row for all queries: the blocks' sums add
+            d_mask = dmask_parts[0]
+            for part in dmask_parts[1:]:
+                d_mask = d_mask + part
+        else:
+            d_mask = dmask_parts[0] if len(dmask_parts) == 1 else xp.concat(dmask_parts, axis=-2)
+    return dq, dk, dv, d_mask
+
+
+def _mask_rows(p: Problem, ds: Any, mask_shape: tuple[int, ...]) -> Any:
+    """One block's dS (..., Bq, S) summed to the additive mask's broadcast shape for
+    these rows (..., Bq|1, S|1)."""
+    rows = ds.shape[-2] if mask_shape[-2] != 1 else 1
+    return sum_to_shape(p.xp, ds, (*mask_shape[:-2], rows, mask_shape[-1]))
+
+
+def _block_backward(
+    p: Problem,
+    ops: Prepared,
+    t: Any,
+    q_lo: int,
+    q_hi: int,
+    stream: int,
+    out: Any,
+    lse: Any,
+    d_out: Any,
+    D: Any,
+) -> tuple[Any, Any, Any, Any]:
+    """(dq (..., Bq, E), dk (..., Sk, E), dv (..., Sk, Ev), dS (..., Bq, Sk)) of one block
+    over its tile's columns, before any sum over broadcast axes."""
+    xp = p.xp
+    _, allowed = block_plan(p, ops, q_lo, q_hi)  # (..., Bq, Sk) bool or None
+    q = ops.query[..., q_lo:q_hi, :]  # (..., Bq, E)
+    k = select_rows(xp, ops.key, t.ranges)  # (..., Sk, E)
+    v = select_rows(xp, ops.value, t.ranges)  # (..., Sk, Ev)
+    if allowed is not None and not ops.finite:
+        q, k, v = neutralize(xp, q, k, v, allowed)
+    raw = (q * p.scale) @ xp.matrix_transpose(k)  # (..., Bq, Sk)
+    modified = raw
+    if p.score_mod is not None:
+        modified = apply_score_mod(p.score_mod, xp, raw, t, p.num_heads, p.gqa_groups)
+    scores = modified
+    if ops.additive is not None:
+        scores = scores + t.columns(t.rows(ops.additive))
+    lse_b = lse[..., q_lo:q_hi]  # (..., Bq)
+    live = xp.isfinite(lse_b)  # False on rows with nothing to attend (lse = -inf)
+    shift = xp.where(live, lse_b, xp.zeros_like(lse_b))
+    e = xp.exp(scores - shift[..., None])  # (..., Bq, Sk)
+    keep = live[..., None] if allowed is None else (allowed & live[..., None])
+    P = xp.where(keep, e, xp.zeros_like(e))  # the forward's weights, 0 where not allowed
+    dO = d_out[..., q_lo:q_hi, :]  # (..., Bq, Ev)
+    dP = dO @ xp.matrix_transpose(v)  # (..., Bq, Sk): d loss / d dropped weights
+    Pd = P
+    if p.dropout_p > 0:
+        kept, keep_prob = keep_pattern(p, P, stream)
+        Pd = xp.where(kept, P / keep_prob, xp.zeros_like(P))
+        dP = xp.where(kept, dP / keep_prob, xp.zeros_like(dP))
+    dv = xp.matrix_transpose(Pd) @ dO  # (..., Sk, Ev)
+    dS = P * (dP - D[..., q_lo:q_hi, None])  # (..., Bq, Sk)
+    if not ops.finite:  # a masked pair's 0 * (inf - D) is NaN: exactly 0 there
+        dS = xp.where(P != 0, dS, xp.zeros_like(dS))
+    dR = dS
+    if p.score_mod is not None:
+        slope = score_mod_derivative(
+            p.score_mod, p.backend, xp, raw, modified, t, p.num_heads, p.gqa_groups
+        )
+        if not (isinstance(slope, float) and slope == 1.0):
+            dR = dS * slope
+    dq = (dR @ k) * p.scale  # (..., Bq, E)
+    dk = (xp.matrix_transpose(dR) @ q) * p.scale  # (..., Sk, E)
+    return dq, dk, dv, dS

@@ -1,0 +1,153 @@
+"""``attention_vjp``: attention's output and its vector-Jacobian product, on any backend.
+
+In the style of ``jax.vjp``::
+
+    out, vjp = attnkit.attention_vjp(q, k, v, is_causal=True)
+    dq, dk, dv = vjp(d_out)                  # (+ d_mask for an additive attn_mask)
+
+The backward pass is written once in the array API (:mod:`attnkit.blocked.backward`):
+it keeps the output and the row log-sum-exp (O(L) beyond the inputs), recomputes each
+block's probabilities, and visits only the blocks the structure allows, so its cost
+grows with the attended pairs like the forward's. It needs no autodiff, so NumPy and
+array-api-strict arrays get gradients of attention too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from ._validate import validate
+from .blocked import blocked_attention, cost
+from .blocked.accumulate import sum_to_shape
+from .blocked.backward import blocked_backward
+from .blocked.operands import prepare_operands
+from .errors import ParameterError, ShapeError
+from .problem import Problem, caller_layout
+from .shapes import describe
+
+__all__ = ["attention_vjp"]
+
+
+def attention_vjp(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    *,
+    causal_alignment: str = "top_left",
+    window: Any = None,
+    q_offset: int = 0,
+    kv_offset: int = 0,
+    rng: Any = None,
+    impl: str = "auto",
+    block_size: int | None = None,
+    score_mod: Any = None,
+) -> tuple[Any, Callable[[Any], tuple[Any, ...]]]:
+    """``(out, vjp)``: the output of :func:`attnkit.scaled_dot_product_attention` with
+    these arguments (the same semantics, shapes and errors), and ``vjp(d_out)`` giving
+    ``(dq, dk, dv)`` of the operands' shapes and dtypes, plus ``d_mask`` (the mask's shape
+    and dtype) when ``attn_mask`` is a floating (additive) mask.
+
+    Shapes: query (..., Hq, L, E), key (..., Hkv, S, E), value (..., Hkv, S, Ev);
+    d_out (..., Hq, L, Ev), the output's shape. The gradient of a broadcast operand is
+    summed over its broadcast axes; with GQA, dk and dv sum over each group's query heads.
+
+    Formula (per block of query rows, the forward's blocks; see
+    :mod:`attnkit.blocked.backward`): ``P = exp(scores - lse)``, ``dV = P^T dO``,
+    ``dS = P * (dO V^T - rowsum(dO * O))``, ``dQ = scale dS K``, ``dK = scale dS^T Q``.
+    Fully masked rows give exactly 0. With dropout, ``rng`` is copied before the forward
+    draws (:meth:`Backend.replay_rng`) and the backward pass redraws the same keep
+    pattern, never storing it; ``rng`` itself advances as one forward call would.
+    ``score_mod``: its derivative is ALiBi's 1 and softcap's 1 - tanh^2; a general
+    callable is differentiated by the backend's autodiff (PyTorch, JAX), and NumPy or
+    array-api-strict refuse it in ``vjp`` (``ParameterError``). ``impl`` is validated as
+    in the forward; both passes run the array-API blocked executor.
+
+    ``vjp`` may be called several times (each call recomputes from the saved output and
+    lse). It does not record gradients in a framework's autodiff: it returns arrays.
+    """
+    p = validate(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                 causal_alignment, window, False, False, q_offset, kv_offset, rng, impl,
+                 block_size, score_mod)  # fmt: skip
+    replay = p.backend.replay_rng(p.rng) if p.dropout_p > 0 else None
+    ops = prepare_operands(p, None)
+    rows = p.block_size or cost.choose_block_size(p, ops.lead, None)
+    forward = replace(p, need_lse=True, need_weights=False, block_size=rows)
+    out, _, lse = blocked_attention(forward, None)  # (..., L, Ev), (..., L): GQA layout
+    result = caller_layout(p, out, (p.L, p.Ev), p.dtype)
+
+    def vjp(d_out: Any) -> tuple[Any, ...]:
+        """(dq, dk, dv[, d_mask]) for the output's cotangent ``d_out``."""
+        d = _layout_cotangent(p, d_out, tuple(result.shape), tuple(out.shape))
+        back = forward if replay is None else replace(forward, rng=p.backend.replay_rng(replay))
+        if p.L == 0 or p.S == 0:
+            grads = _zeros(p, ops)
+        else:
+            grads = blocked_backward(back, ops, out, lse, d, rows)
+        return _caller_gradients(p, *grads)
+
+    return result, vjp
+
+
+def _layout_cotangent(
+    p: Problem, d_out: Any, shape: tuple[int, ...], inner: tuple[int, ...]
+) -> Any:
+    """``d_out`` checked against the output's shape, in the compute dtype and the GQA
+    layout of the executor's output (..., [Hkv, G,] L, Ev)."""
+    xp = p.xp
+    if getattr(d_out, "shape", None) is None or tuple(d_out.shape) != shape:
+        raise ShapeError(
+            f"vjp got d_out {describe(d_out)}, but the output has shape {shape}; pass the "
+            "gradient of the loss with respect to the output, of the output's shape."
+        )
+    if not xp.isdtype(d_out.dtype, "real floating"):
+        raise ParameterError(
+            f"vjp got d_out {describe(d_out)}; pass a real floating array (the output's "
+            f"dtype, {p.dtype})."
+        )
+    d = d_out if d_out.dtype == p.compute_dtype else xp.astype(d_out, p.compute_dtype)
+    if tuple(d.shape) != inner:
+        if p.gqa_groups > 1:  # (..., Hq, L, Ev) -> (..., Hkv, G, L, Ev)
+            *batch, heads, L, Ev = d.shape
+            d = xp.reshape(d, (*batch, heads // p.gqa_groups, p.gqa_groups, L, Ev))
+        d = sum_to_shape(xp, d, inner) if tuple(d.shape) != inner else d
+    return d
+
+
+def _zeros(p: Problem, ops: Any) -> tuple[Any, Any, Any, Any]:
+    """Zero gradients of a call with no query row or no key (L = 0 or S = 0)."""
+    xp, cd = p.xp, p.compute_dtype
+    zeros = [xp.zeros(tuple(x.shape), dtype=cd, device=p.device)
+             for x in (ops.query, ops.key, ops.value)]  # fmt: skip
+    d_mask = None
+    if ops.additive is not None:
+        d_mask = xp.zeros(tuple(ops.additive.shape), dtype=cd, device=p.device)
+    return zeros[0], zeros[1], zeros[2], d_mask
+
+
+def _caller_gradients(p: Problem, dq: Any, dk: Any, dv: Any, d_mask: Any) -> tuple[Any, ...]:
+    """The gradients in the operands' own shapes and dtypes: GQA's (Hkv, G) merged back
+    into Hq for dq and the group axis dropped from dk and dv."""
+    xp = p.xp
+    grads = [
+        _reshaped(xp, dq, p.query),
+        _reshaped(xp, dk, p.key),
+        _reshaped(xp, dv, p.value),
+    ]
+    if d_mask is not None:
+        grads.append(_reshaped(xp, d_mask, p.mask))
+    return tuple(grads)
+
+
+def _reshaped(xp: Any, grad: Any, like: Any) -> Any:
+    """``grad`` (the operand in the GQA layout) as ``like``'s shape and dtype."""
+    shape = tuple(like.shape)
+    if tuple(grad.shape) != shape:
+        grad = xp.reshape(grad, shape)
+    return grad if grad.dtype == like.dtype else xp.astype(grad, like.dtype)

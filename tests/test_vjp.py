@@ -1,0 +1,228 @@
+"""``attnkit.attention_vjp``: the backward pass written once, against independent oracles.
+
+Oracles: PyTorch's autograd through the plain float64 formula (``impl="reference"``),
+central finite differences on NumPy float64 (no autodiff at all), and the same call on
+every installed backend. Tolerances: float64 1e-11 against autograd (the same sums in
+another order), 1e-6 relative against finite differences (step 1e-6), float32 2e-5
+across backends, 16-bit 2e-2 against float64.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from attnkit.backends import NAMES, load
+
+import attnkit as ak
+
+F64 = 1e-11
+F32 = 2e-5
+
+
+def _arrays(rng: np.random.Generator, hq: int, hkv: int, L: int, S: int) -> list[Any]:
+    q = rng.standard_normal((2, hq, L, 16))
+    k = rng.standard_normal((2, hkv, S, 16))
+    v = rng.standard_normal((2, hkv, S, 8))
+    return [q, k, v]
+
+
+CASES: dict[str, tuple[dict[str, Any], tuple[int, int, int, int]]] = {
+    "plain": ({}, (4, 4, 40, 56)),
+    "causal": ({"is_causal": True}, (4, 4, 40, 56)),
+    "causal bottom-right, empty rows": (
+        {"is_causal": True, "causal_alignment": "bottom_right"},
+        (4, 4, 56, 40),
+    ),
+    "window": ({"window": (6, 3)}, (4, 4, 48, 48)),
+    "window with offset": ({"window": (5, 5), "q_offset": 20}, (4, 4, 24, 48)),
+    "gqa causal": ({"is_causal": True, "enable_gqa": True}, (4, 2, 40, 40)),
+    "alibi": ({"is_causal": True, "score_mod": ak.score_mods.alibi(4)}, (4, 4, 40, 40)),
+    "softcap": ({"score_mod": ak.score_mods.softcap(1.5)}, (4, 4, 40, 40)),
+    "key padding": ({"attn_mask": ak.masks.key_padding([56, 21])}, (4, 4, 40, 56)),
+    "documents": ({"attn_mask": ak.masks.documents([10, 25, 13])}, (4, 4, 48, 48)),
+}
+
+
+def _torch_oracle(arrays: list[Any], d_out: Any, **kwargs: Any) -> tuple[Any, list[Any]]:
+    """Output and gradients by torch autograd through the plain float64 formula."""
+    torch = pytest.importorskip("torch")
+    leaves = [torch.tensor(a, requires_grad=True) for a in arrays[:3]]
+    mask = kwargs.pop("attn_mask", None)
+    if isinstance(mask, np.ndarray):
+        mask = torch.tensor(mask, requires_grad=mask.dtype != np.bool_)
+        if mask.requires_grad:
+            leaves.append(mask)
+    out = ak.scaled_dot_product_attention(*leaves[:3], attn_mask=mask, impl="reference", **kwargs)
+    grads = torch.autograd.grad(out, leaves, torch.tensor(d_out))
+    return out.detach().numpy(), [g.numpy() for g in grads]
+
+
+def _assert_close(got: Any, want: Any, tol: float, what: str) -> None:
+    err = float(np.max(np.abs(np.asarray(got, dtype=np.float64) - want))) if np.size(want) else 0.0
+    assert err <= tol, f"{what}: error {err:.2e} > allowed {tol:.0e}"
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_numpy_vjp_equals_autograd_of_the_formula(name: str) -> None:
+    options, (hq, hkv, L, S) = CASES[name]
+    rng = np.random.default_rng()
+    arrays = _arrays(rng, hq, hkv, L, S)
+    out, vjp = ak.attention_vjp(*arrays, block_size=16, **options)
+    d_out = rng.standard_normal(out.shape)
+    want_out, want = _torch_oracle(arrays, d_out, **options)
+    _assert_close(out, want_out, F64, f"{name}: out")
+    got = vjp(d_out)
+    assert len(got) == 3
+    for g, w, label in zip(got, want, ("dq", "dk", "dv"), strict=True):
+        assert g.shape == w.shape and g.dtype == np.float64
+        _assert_close(g, w, F64, f"{name}: {label}")
+
+
+@pytest.mark.parametrize("mask_shape", [(2, 4, 40, 56), (1, 1, 40, 56), (56,), (40, 1)])
+def test_additive_mask_gets_its_gradient_summed_over_broadcast_axes(mask_shape: tuple) -> None:
+    rng = np.random.default_rng()
+    arrays = _arrays(rng, 4, 4, 40, 56)
+    shape = mask_shape if len(mask_shape) >= 2 else (1, *mask_shape)
+    mask = rng.standard_normal(shape)
+    mask[..., 0] = -np.inf  # a forbidden pair inside an additive mask
+    out, vjp = ak.attention_vjp(*arrays, attn_mask=mask, block_size=16)
+    d_out = rng.standard_normal(out.shape)
+    _, want = _torch_oracle([*arrays], d_out, attn_mask=mask)
+    got = vjp(d_out)
+    assert len(got) == 4 and got[3].shape == mask.shape
+    for g, w, label in zip(got, want, ("dq", "dk", "dv", "d_mask"), strict=True):
+        _assert_close(np.nan_to_num(g), np.nan_to_num(w), F64, f"mask {mask_shape}: {label}")
+
+
+def test_finite_differences_with_dropout_redrawn_from_the_rng() -> None:
+    """No autodiff anywhere: central differences of the forward with the same seed."""
+    rng = np.random.default_rng()
+    q, k, v = _arrays(rng, 2, 2, 12, 12)
+    seed = int(rng.integers(2**31))
+    call = {"dropout_p": 0.3, "is_causal": True, "block_size": 4}
+    out, vjp = ak.attention_vjp(q, k, v, rng=np.random.default_rng(seed), **call)
+    again = ak.scaled_dot_product_attention(q, k, v, rng=np.random.default_rng(seed),
+                                            impl="generic", **call)  # fmt: skip
+    _assert_close(out, again, 0.0, "forward with the same seed")
+    d_out = rng.standard_normal(out.shape)
+    grads = vjp(d_out)
+    _assert_close(grads[0], vjp(d_out)[0], 0.0, "a second vjp call")
+    eps = 1e-6
+    for which, array in enumerate((q, k, v)):
+        for _ in range(4):
+            index = tuple(int(rng.integers(n)) for n in array.shape)
+            plus, minus = array.copy(), array.copy()
+            plus[index] += eps
+            minus[index] -= eps
+            args = [q, k, v]
+            f = []
+            for moved in (plus, minus):
+                args[which] = moved
+                f.append(ak.scaled_dot_product_attention(
+                    *args, rng=np.random.default_rng(seed), impl="generic", **call))  # fmt: skip
+            numeric = float(np.sum((f[0] - f[1]) * d_out) / (2 * eps))
+            analytic = float(grads[which][index])
+            assert abs(numeric - analytic) <= 1e-6 * max(1.0, abs(numeric)), (
+                f"d{'qkv'[which]}{index}: finite differences {numeric:.8f}, vjp {analytic:.8f}"
+            )
+
+
+def test_nan_padding_and_empty_rows_give_exact_zeros() -> None:
+    rng = np.random.default_rng()
+    q, k, v = _arrays(rng, 2, 2, 20, 20)
+    k[..., 15:, :] = np.nan  # padding keys
+    v[..., 15:, :] = np.inf
+    v[..., 3, :] = np.inf  # a value some rows of a block attend and others do not
+    mask = ak.masks.key_padding([15, 15])
+    out, vjp = ak.attention_vjp(q, k, v, attn_mask=mask, window=(2, 0), block_size=8)
+    rows_with_inf = np.zeros(20, dtype=bool)
+    rows_with_inf[3:6] = True  # rows 3..5 attend key 3
+    assert np.isfinite(out[..., ~rows_with_inf, :]).all(), "rows not attending key 3 are finite"
+    dq, dk, dv = vjp(np.ones_like(out))
+    assert np.isfinite(dq[..., ~rows_with_inf, :]).all()
+    assert (dk[..., 15:, :] == 0).all() and (dv[..., 15:, :] == 0).all(), "padding: exactly 0"
+    empty_out, empty_vjp = ak.attention_vjp(q, k, v, is_causal=True, q_offset=-5)
+    dq, dk, dv = empty_vjp(np.ones_like(empty_out))
+    assert (dq[..., :5, :] == 0).all(), "rows with nothing to attend: exactly 0"
+
+
+def test_score_mod_callable_needs_autodiff_on_numpy() -> None:
+    rng = np.random.default_rng()
+    q, k, v = _arrays(rng, 2, 2, 8, 8)
+
+    def halve(scores: Any, q_idx: Any, kv_idx: Any, head: Any) -> Any:
+        return scores * 0.5
+
+    out, vjp = ak.attention_vjp(q, k, v, score_mod=halve)
+    with pytest.raises(ak.ParameterError, match="no autodiff"):
+        vjp(np.ones_like(out))
+
+
+def test_bad_cotangent_is_refused_naming_the_shape() -> None:
+    rng = np.random.default_rng()
+    q, k, v = _arrays(rng, 2, 2, 8, 8)
+    _out, vjp = ak.attention_vjp(q, k, v)
+    with pytest.raises(ak.ShapeError, match=r"output has shape \(2, 2, 8, 8\)"):
+        vjp(np.ones((2, 2, 8, 7)))
+
+
+def _available() -> list[str]:
+    return [name for name in NAMES if load(name).available()]
+
+
+@pytest.mark.parametrize("backend", _available())
+@pytest.mark.parametrize("name", ["causal", "gqa causal", "window", "key padding", "softcap"])
+def test_every_backend_gives_numpys_gradients(backend: str, name: str) -> None:
+    options, (hq, hkv, L, S) = CASES[name]
+    rng = np.random.default_rng()
+    arrays = _arrays(rng, hq, hkv, L, S)
+    b = load(backend)
+    out64, vjp64 = ak.attention_vjp(*arrays, **options)
+    d_out = rng.standard_normal(out64.shape)
+    want = vjp64(d_out)
+    xs = [b.from_numpy(a, "float32") for a in (*arrays, d_out)]
+    out, vjp = ak.attention_vjp(*xs[:3], **options)
+    _assert_close(b.to_numpy(out), out64, F32, f"{backend} {name}: out")
+    for g, w, label in zip(vjp(xs[3]), want, ("dq", "dk", "dv"), strict=True):
+        assert str(g.dtype).endswith("float32"), f"{backend}: {label} is {g.dtype}"
+        _assert_close(b.to_numpy(g), w, F32 * 5, f"{backend} {name}: {label}")
+
+
+@pytest.mark.parametrize("backend", [n for n in ("torch", "jax") if n in _available()])
+def test_general_score_mod_is_differentiated_by_the_framework(backend: str) -> None:
+    rng = np.random.default_rng()
+    arrays = _arrays(rng, 2, 2, 16, 16)
+
+    def squash(scores: Any, q_idx: Any, kv_idx: Any, head: Any) -> Any:
+        return scores - 0.1 * scores * scores
+
+    out64, vjp64 = ak.attention_vjp(
+        *arrays, score_mod=ak.score_mods.ScoreMod(
+            "squash", lambda s, qi, ki, h, xp: s - 0.1 * s * s,
+            derivative=lambda s, m, qi, ki, h, xp: 1.0 - 0.2 * s))  # fmt: skip
+    d_out = rng.standard_normal(out64.shape)
+    want = vjp64(d_out)
+    b = load(backend)
+    xs = [b.from_numpy(a, "float64") for a in (*arrays, d_out)]
+    _out, vjp = ak.attention_vjp(*xs[:3], score_mod=squash)
+    for g, w, label in zip(vjp(xs[3]), want, ("dq", "dk", "dv"), strict=True):
+        tol = F64 if str(g.dtype).endswith("float64") else 5 * F32  # JAX without x64
+        _assert_close(b.to_numpy(g), w, tol, f"{backend}: {label}")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_inputs_accumulate_in_float32(dtype: str) -> None:
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng()
+    arrays = _arrays(rng, 4, 2, 40, 40)
+    out64, vjp64 = ak.attention_vjp(*arrays, is_causal=True, enable_gqa=True)
+    d_out = rng.standard_normal(out64.shape)
+    want = vjp64(d_out)
+    xs = [torch.tensor(a).to(getattr(torch, dtype)) for a in (*arrays, d_out)]
+    _out, vjp = ak.attention_vjp(*xs[:3], is_causal=True, enable_gqa=True)
+    tol = 2e-2 if dtype == "float16" else 1e-1
+    for g, w, label in zip(vjp(xs[3]), want, ("dq", "dk", "dv"), strict=True):
+        assert g.dtype == getattr(torch, dtype)
+        _assert_close(g.float().numpy(), w, tol, f"{dtype}: {label}")
