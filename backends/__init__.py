@@ -152,6 +152,13 @@ class Backend:
             traced 0-d bool ``pred`` is True at run time, else ``if_false(*operands)``,
             running one branch only (``jax.lax.cond``); None (the default) where the
             library has no such control flow, and the math then takes the safe branch.
+        custom_vjp(forward, backward, *arrays, random): ``forward(*arrays)[0]`` wired
+            into the framework's autodiff with the math's own backward pass:
+            ``forward(*arrays) -> (out, saved)`` (saved: a tuple of arrays) and
+            ``backward(arrays, saved, d_out, needs) -> grads`` (one per array, None where
+            ``needs`` says none is wanted). Returns the output, or None where the call is
+            not being differentiated (or ``random``, a call drawing dropout, cannot be
+            replayed); None (the default) for libraries without autodiff.
         elementwise_grad(fn, x): the derivative of the elementwise ``fn`` at ``x``
             (``d fn(x) / dx``, of x's shape) by the framework's autodiff, or None (the
             default) for libraries without one.
@@ -167,6 +174,10 @@ class Backend:
     recompute_block: Callable[..., Any] | None = None
     #: ``select(pred, if_true, if_false, *operands)`` where traced programs branch.
     select: Callable[..., Any] | None = None
+    #: ``custom_vjp(forward, backward, *arrays, random)`` where the framework has autodiff.
+    custom_vjp: Callable[..., Any] | None = None
+    #: whether ``custom_vjp`` takes calls that draw dropout (it redraws their pattern).
+    custom_vjp_replays_dropout: bool = True
 
     def available(self) -> bool:
         if not self.MODULE:

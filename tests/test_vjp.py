@@ -226,3 +226,83 @@ def test_16_bit_inputs_accumulate_in_float32(dtype: str) -> None:
     for g, w, label in zip(vjp(xs[3]), want, ("dq", "dk", "dv"), strict=True):
         assert g.dtype == getattr(torch, dtype)
         _assert_close(g.float().numpy(), w, tol, f"{dtype}: {label}")
+
+
+# --- the frameworks' autodiff through the same backward pass --------------------------
+
+
+def test_torch_autograd_runs_attnkits_backward_saving_o_of_l() -> None:
+    """impl="generic" under autograd: one autograd.Function whose saved tensors are q, k,
+    v, the output and lse (no L x S array), gradcheck in float64."""
+    torch = pytest.importorskip("torch")
+    gen = torch.Generator().manual_seed(int(np.random.default_rng().integers(2**31)))
+    q, k, v = (torch.randn(1, 2, 128, 8, generator=gen, dtype=torch.float64,
+                           requires_grad=True) for _ in range(3))  # fmt: skip
+    saved: list[int] = []
+
+    def pack(t: Any) -> Any:
+        saved.append(t.numel())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = ak.scaled_dot_product_attention(q, k, v, is_causal=True, impl="generic")
+    assert type(out.grad_fn).__name__ == "_AttentionFunctionBackward"
+    biggest, total = max(saved), sum(saved)
+    assert biggest <= q.numel() and total <= 5 * q.numel(), (
+        f"saved {saved}: more than q, k, v, out and lse (L x S would be {2 * 128 * 128})"
+    )
+    for options in ({"is_causal": True}, {"window": (5, 2)}, {"enable_gqa": False}):
+        small = [x.detach()[:, :1, :12, :4].clone().requires_grad_(True) for x in (q, k, v)]
+        f = lambda q, k, v, o=options: ak.scaled_dot_product_attention(q, k, v, impl="generic", **o)  # noqa: E731
+        assert torch.autograd.gradcheck(f, small), options
+    bias = torch.randn(1, 1, 12, 12, dtype=torch.float64, generator=gen, requires_grad=True)
+    small = [x.detach()[:, :1, :12, :4].clone().requires_grad_(True) for x in (q, k, v)]
+    f = lambda q, k, v, m: ak.scaled_dot_product_attention(q, k, v, attn_mask=m, impl="generic")  # noqa: E731
+    assert torch.autograd.gradcheck(f, (*small, bias)), "a learned additive bias"
+    seed = int(torch.randint(2**31, (1,), generator=gen))
+    f = lambda q, k, v: ak.scaled_dot_product_attention(  # noqa: E731
+        q, k, v, dropout_p=0.25, rng=torch.Generator().manual_seed(seed), impl="generic"
+    )
+    assert torch.autograd.gradcheck(f, small), "dropout redrawn in the backward pass"
+
+
+def test_jax_grad_runs_attnkits_backward_under_jit() -> None:
+    jax = pytest.importorskip("jax")
+    from _helpers import x64
+
+    with x64(jax):
+        jnp = jax.numpy
+        rng = np.random.default_rng()
+        q, k, v = (jnp.asarray(a) for a in _arrays(rng, 4, 2, 24, 24))
+        padding = ak.masks.key_padding(jnp.asarray([24, 9]))
+
+        def f(q: Any, k: Any, v: Any) -> Any:
+            q, k, v = (jnp.asarray(x) for x in (q, k, v))  # check_grads perturbs in NumPy
+            return ak.scaled_dot_product_attention(
+                q, k, v, attn_mask=padding, enable_gqa=True, impl="generic"
+            )
+
+        jaxpr = str(jax.make_jaxpr(f)(q, k, v))
+        assert "custom_vjp_call" in jaxpr, "the call is a custom_vjp for jax.grad"
+        from jax.test_util import check_grads
+
+        check_grads(jax.jit(f), (q, k, v), order=1, modes=["rev"])
+        got = jax.jit(jax.grad(lambda q, k, v: (f(q, k, v) ** 2).sum(), argnums=(0, 1, 2)))(q, k, v)
+        want = jax.grad(
+            lambda q, k, v: (ak.scaled_dot_product_attention(
+                q, k, v, attn_mask=padding, enable_gqa=True, impl="reference") ** 2).sum(),
+            argnums=(0, 1, 2),
+        )(q, k, v)  # fmt: skip
+        for g, w, label in zip(got, want, "qkv", strict=True):
+            _assert_close(np.asarray(g), np.asarray(w), F64, f"jax d{label}")
+
+
+def test_explain_says_which_backward_runs() -> None:
+    rng = np.random.default_rng()
+    q, k, v = _arrays(rng, 2, 2, 8, 8)
+    assert "attention_vjp" in ak.explain(q, k, v).backward
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(q)
+    assert "attnkit's backward pass" in ak.explain(t, t, t, impl="generic").backward
+    assert "fused kernel" in ak.explain(t, t, t, is_causal=True).backward
+    assert "backward  " in str(ak.explain(t, t, t, impl="generic"))

@@ -132,6 +132,36 @@ class JaxBackend(Backend):
 
         return jax.lax.cond(pred, if_true, if_false, *ops)
 
+    custom_vjp_replays_dropout = False  # the key would be closed over by the backward
+
+    def custom_vjp(
+        self,
+        forward: Callable[..., Any],
+        backward: Callable[..., Any],
+        *arrays: Any,
+        random: bool = False,
+    ) -> Any:
+        """``forward`` and ``backward`` as one ``jax.custom_vjp`` (residuals: the inputs
+        and ``saved``); None for a call drawing dropout (its key would be closed over)."""
+        if random and not self.custom_vjp_replays_dropout:
+            return None
+        import jax
+
+        @jax.custom_vjp
+        def attention(*arrays: Any) -> Any:
+            return forward(*arrays)[0]
+
+        def fwd(*arrays: Any) -> Any:
+            out, saved = forward(*arrays)
+            return out, (arrays, saved)
+
+        def bwd(residuals: Any, d_out: Any) -> tuple:
+            arrays, saved = residuals
+            return tuple(backward(arrays, saved, d_out, (True,) * len(arrays)))
+
+        attention.defvjp(fwd, bwd)
+        return attention(*arrays)
+
     def replay_rng(self, rng: Any) -> Any:
         """A JAX key is a value: the same key redraws the same numbers."""
         return rng

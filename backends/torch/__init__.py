@@ -139,6 +139,24 @@ class TorchBackend(Backend):
             return checkpoint(fn, use_reentrant=False)
         return fn()
 
+    def custom_vjp(
+        self,
+        forward: Callable[..., Any],
+        backward: Callable[..., Any],
+        *arrays: Any,
+        random: bool = False,
+    ) -> Any:
+        """``forward`` and ``backward`` as one ``torch.autograd.Function`` when autograd
+        records the call (an input requires grad, grad mode on), outside
+        ``torch.compile`` and torch.func's transforms; else None."""
+        import torch
+
+        from .autograd import records_gradients, vjp_function
+
+        if torch.compiler.is_compiling() or not records_gradients(*arrays):
+            return None
+        return vjp_function(forward, backward, *arrays)
+
     def replay_rng(self, rng: Any) -> Any:
         """A new ``torch.Generator`` on ``rng``'s device in ``rng``'s current state."""
         import torch

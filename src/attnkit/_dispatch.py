@@ -32,6 +32,7 @@ from .blocked import blocked_attention, cost
 from .problem import Problem, caller_layout
 from .reference import reference_attention
 from .registry import tracing
+from .vjp import differentiable_attention
 
 __all__ = ["Choice", "attend", "choose", "known_problem", "planned", "signature"]
 
@@ -168,6 +169,10 @@ def attend(p: Problem, sig: tuple[Any, ...] | None = None) -> tuple[Any, Any, An
                 _remember_plan(sig, p, choice, kernel_args)
             return out, None, None
         # declined on the values (a NaN at a masked position): the executor, guarded
+    if choice.path == "generic":  # differentiated by attnkit's own backward pass
+        out = differentiable_attention(p)
+        if out is not None:
+            return out, None, None
     return blocked_attention(p, choice.kernels)
 
 

@@ -43,6 +43,7 @@ class AttentionPlan:
     full_pairs: int = 0
     peak_bytes: int = 0
     notes: list[str] = field(default_factory=list)
+    backward: str = ""  # which backward pass the framework's autodiff runs
 
     def __str__(self) -> str:
         lines = [f"backend   {self.backend}", f"path      {self.path}"]
@@ -60,6 +61,8 @@ class AttentionPlan:
             f"{share:.2%}); {self.pairs_computed:,} computed"
         )
         lines.append(f"memory    about {_bytes(self.peak_bytes)} beyond the inputs (estimate)")
+        if self.backward:
+            lines.append(f"backward  {self.backward}")
         lines += [f"note      {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -101,6 +104,7 @@ def explain(
     heads = prod(p.out_lead)  # the leading dims of the output, (..., Hq)
     itemsize = 8 if p.compute_dtype == p.xp.float64 else 4
     plan = AttentionPlan(p.backend.NAME, choice.path, None, list(choice.declined))
+    plan.backward = _backward(p, choice.path)
     plan.full_pairs = heads * p.L * p.S
     out_bytes = heads * p.L * p.Ev * itemsize
     if choice.path == "kernel":
@@ -147,6 +151,25 @@ def explain(
         plan.peak_bytes += plan.full_pairs * itemsize
         plan.notes.append("weights are asked for: the (..., L, S) matrix is materialized")
     return plan
+
+
+def _backward(p: Problem, path: str) -> str:
+    """Which backward pass runs when the framework differentiates this call."""
+    b = p.backend
+    own = b.custom_vjp is not None
+    if not own and b.recompute_block is None:
+        return "no autodiff here: attnkit.attention_vjp gives the gradients"
+    if path == "kernel":
+        return "the framework's autodiff of its fused kernel (its own backward)"
+    if path == "reference":
+        return "the framework's autodiff through the plain formula (stores L x S)"
+    if path == "blocked kernels":
+        return "the framework's autodiff through the block kernels (large blocks recomputed)"
+    if own and not (p.need_weights or p.need_lse):
+        if p.dropout_p > 0 and not b.custom_vjp_replays_dropout:
+            return "the framework's autodiff through the executor (dropout: no replayed key)"
+        return "attnkit's backward pass (attnkit.blocked.backward; saves q, k, v, out, lse)"
+    return "the framework's autodiff through the executor (weights or lse asked for)"
 
 
 def _name(fn: Any) -> str:

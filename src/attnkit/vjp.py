@@ -24,10 +24,10 @@ from .blocked.accumulate import sum_to_shape
 from .blocked.backward import blocked_backward
 from .blocked.operands import prepare_operands
 from .errors import ParameterError, ShapeError
-from .problem import Problem, caller_layout
-from .shapes import describe
+from .problem import Problem, caller_layout, gqa_layout
+from .shapes import broadcast_shapes, describe
 
-__all__ = ["attention_vjp"]
+__all__ = ["attention_vjp", "backward_from", "differentiable_attention", "forward_saving"]
 
 
 def attention_vjp(
@@ -76,23 +76,51 @@ def attention_vjp(
                  causal_alignment, window, False, False, q_offset, kv_offset, rng, impl,
                  block_size, score_mod)  # fmt: skip
     replay = p.backend.replay_rng(p.rng) if p.dropout_p > 0 else None
-    ops = prepare_operands(p, None)
-    rows = p.block_size or cost.choose_block_size(p, ops.lead, None)
-    forward = replace(p, need_lse=True, need_weights=False, block_size=rows)
-    out, _, lse = blocked_attention(forward, None)  # (..., L, Ev), (..., L): GQA layout
-    result = caller_layout(p, out, (p.L, p.Ev), p.dtype)
+    result, saved = forward_saving(p)
 
     def vjp(d_out: Any) -> tuple[Any, ...]:
         """(dq, dk, dv[, d_mask]) for the output's cotangent ``d_out``."""
-        d = _layout_cotangent(p, d_out, tuple(result.shape), tuple(out.shape))
-        back = forward if replay is None else replace(forward, rng=p.backend.replay_rng(replay))
-        if p.L == 0 or p.S == 0:
-            grads = _zeros(p, ops)
-        else:
-            grads = blocked_backward(back, ops, out, lse, d, rows)
-        return _caller_gradients(p, *grads)
+        back = p if replay is None else replace(p, rng=p.backend.replay_rng(replay))
+        return backward_from(back, saved, d_out)
 
     return result, vjp
+
+
+def forward_saving(p: Problem) -> tuple[Any, tuple[Any, Any]]:
+    """``(out, (o, lse))``: the output in the caller's layout and dtype, and what the
+    backward pass keeps: the executor's output ``o`` (..., L, Ev) and ``lse`` (..., L)
+    in the compute dtype and the GQA layout. ``p.rng`` draws the dropout (copy it first
+    with ``Backend.replay_rng`` to redraw it in :func:`backward_from`)."""
+    forward = replace(p, need_lse=True, need_weights=False, block_size=_rows(p))
+    out, _, lse = blocked_attention(forward, None)  # (..., L, Ev), (..., L): GQA layout
+    return caller_layout(p, out, (p.L, p.Ev), p.dtype), (out, lse)
+
+
+def backward_from(
+    p: Problem, saved: tuple[Any, Any], d_out: Any, mask_grad: bool = True
+) -> tuple[Any, ...]:
+    """(dq, dk, dv[, d_mask]) in the operands' shapes and dtypes, from what
+    :func:`forward_saving` kept; ``p.rng`` must redraw the forward's dropout.
+    ``mask_grad=False``: no d_mask (None in its place) for an additive mask that needs
+    no gradient."""
+    out, lse = saved
+    shape = (*p.out_lead, p.L, p.Ev)
+    d = _layout_cotangent(p, d_out, shape, tuple(out.shape))
+    ops = prepare_operands(p, None)
+    if p.L == 0 or p.S == 0:
+        grads = _zeros(p, ops)
+    else:
+        back = replace(p, need_lse=True, need_weights=False, block_size=_rows(p))
+        grads = blocked_backward(back, ops, out, lse, d, back.block_size, mask_grad)
+    return _caller_gradients(p, *grads)
+
+
+def _rows(p: Problem) -> int:
+    """The block size both passes use (the forward's; dropout's streams follow it)."""
+    if p.block_size is not None:
+        return p.block_size
+    lead = broadcast_shapes(*(tuple(x.shape[:-2]) for x in gqa_layout(p) if x is not None))
+    return cost.choose_block_size(p, lead or (), None)
 
 
 def _layout_cotangent(
@@ -140,8 +168,8 @@ def _caller_gradients(p: Problem, dq: Any, dk: Any, dv: Any, d_mask: Any) -> tup
         _reshaped(xp, dk, p.key),
         _reshaped(xp, dv, p.value),
     ]
-    if d_mask is not None:
-        grads.append(_reshaped(xp, d_mask, p.mask))
+    if p.mask is not None and not p.mask_is_bool:
+        grads.append(None if d_mask is None else _reshaped(xp, d_mask, p.mask))
     return tuple(grads)
 
 
@@ -151,3 +179,33 @@ def _reshaped(xp: Any, grad: Any, like: Any) -> Any:
     if tuple(grad.shape) != shape:
         grad = xp.reshape(grad, shape)
     return grad if grad.dtype == like.dtype else xp.astype(grad, like.dtype)
+
+
+def differentiable_attention(p: Problem) -> Any:
+    """The output (caller's layout and dtype) of ``p`` through the backend's own
+    autodiff with this module's backward pass (``Backend.custom_vjp``: a PyTorch
+    ``autograd.Function``, a ``jax.custom_vjp``), saving q, k, v, the output and lse
+    only; or None where the backend does not differentiate this call (no autodiff, not
+    recording gradients, weights or lse asked for)."""
+    hook = p.backend.custom_vjp
+    if hook is None or p.need_weights or p.need_lse:
+        return None
+    additive = p.mask is not None and not p.mask_is_bool
+    arrays = (p.query, p.key, p.value, *((p.mask,) if additive else ()))
+    replay = p.backend.replay_rng(p.rng) if p.dropout_p > 0 else None
+
+    def bound(arrays: tuple[Any, ...], rng: Any) -> Problem:
+        mask = arrays[3] if additive else p.mask
+        return replace(p, query=arrays[0], key=arrays[1], value=arrays[2], mask=mask, rng=rng)
+
+    def forward(*arrays: Any) -> tuple[Any, tuple[Any, Any]]:
+        return forward_saving(bound(arrays, p.rng))
+
+    def backward(
+        arrays: tuple[Any, ...], saved: tuple[Any, Any], d_out: Any, needs: tuple[bool, ...]
+    ) -> tuple[Any, ...]:
+        rng = None if replay is None else p.backend.replay_rng(replay)
+        mask_grad = additive and len(needs) > 3 and needs[3]
+        return backward_from(bound(arrays, rng), saved, d_out, mask_grad)
+
+    return hook(forward, backward, *arrays, random=p.dropout_p > 0)

@@ -43,14 +43,15 @@ def block_ranges(p: Problem, rows: int) -> list[tuple[int, int]]:
 
 
 def blocked_backward(
-    p: Problem, ops: Prepared, out: Any, lse: Any, d_out: Any, rows: int
+    p: Problem, ops: Prepared, out: Any, lse: Any, d_out: Any, rows: int, mask_grad: bool = True
 ) -> tuple[Any, Any, Any, Any]:
     """(dq, dk, dv, d_mask) in the GQA layout and the compute dtype, of the operands'
     layout shapes (``ops``); d_mask None unless ``attn_mask`` is additive.
 
     ``out`` (..., L, Ev) and ``lse`` (..., L) are the forward pass's (the executor's
     output, compute dtype, GQA layout); ``d_out`` the output's cotangent in that layout;
-    ``rows`` the forward's block size; ``p.rng`` must redraw the forward's dropout.
+    ``rows`` the forward's block size; ``p.rng`` must redraw the forward's dropout;
+    ``mask_grad=False`` skips d_mask (None).
     """
     xp, cd = p.xp, p.compute_dtype
     q_shape, k_shape, v_shape = tuple(ops.query.shape), tuple(ops.key.shape), tuple(ops.value.shape)
@@ -60,7 +61,7 @@ def blocked_backward(
     dk_sums, dv_sums = SegmentSums(xp, p.S, cuts), SegmentSums(xp, p.S, cuts)
     D = xp.sum(d_out * out, axis=-1)  # (..., L): rowsum(dO * O)
     dq_parts, dmask_parts = [], []
-    mask_shape = None if ops.additive is None else tuple(ops.additive.shape)
+    mask_shape = None if ops.additive is None or not mask_grad else tuple(ops.additive.shape)
     for stream, ((q_lo, q_hi), t) in enumerate(zip(blocks, tiles, strict=True)):
         if t is None:  # no key in reach: zero gradients for these rows
             dq_parts.append(xp.zeros((*q_shape[:-2], q_hi - q_lo, q_shape[-1]), dtype=cd,
