@@ -142,25 +142,21 @@ class JaxBackend(Backend):
         random: bool = False,
     ) -> Any:
         """``forward`` and ``backward`` as one ``jax.custom_vjp`` (residuals: the inputs
-        and ``saved``); None for a call drawing dropout (its key would be closed over)."""
+        and ``saved``); None for a call drawing dropout. Both functions close over the
+        call's other arrays (a bool mask, a structure's lengths), which may be tracers of
+        an enclosing ``jit``: ``jax.closure_convert`` makes them explicit operands (with
+        zero cotangents), as custom_vjp requires."""
         if random and not self.custom_vjp_replays_dropout:
             return None
         import jax
 
-        @jax.custom_vjp
-        def attention(*arrays: Any) -> Any:
-            return forward(*arrays)[0]
-
-        def fwd(*arrays: Any) -> Any:
-            out, saved = forward(*arrays)
-            return out, (arrays, saved)
-
-        def bwd(residuals: Any, d_out: Any) -> tuple:
-            arrays, saved = residuals
-            return tuple(backward(arrays, saved, d_out, (True,) * len(arrays)))
-
-        attention.defvjp(fwd, bwd)
-        return attention(*arrays)
+        if not any(isinstance(x, jax.core.Tracer) for x in arrays):
+            return None  # concrete arrays: nothing differentiates this call
+        needs = tuple(jax.numpy.issubdtype(x.dtype, jax.numpy.inexact) for x in arrays)
+        fconv, fconsts = jax.closure_convert(forward, *arrays)
+        if fconsts:  # closes over a differentiable value (a score_mod's learned bias):
+            return None  # its gradient needs JAX's own autodiff through the executor
+        return _custom_vjp_call(fconv, backward, needs, *arrays)
 
     def replay_rng(self, rng: Any) -> Any:
         """A JAX key is a value: the same key redraws the same numbers."""
@@ -177,3 +173,40 @@ class JaxBackend(Backend):
 
 
 BACKEND = JaxBackend()
+
+
+def _custom_vjp_call(fconv: Any, backward: Any, needs: tuple[bool, ...], *arrays: Any) -> Any:
+    """``fconv(*arrays)[0]`` with ``backward`` as its pullback (residuals: the arrays and
+    what the forward saved); zero cotangents for the arrays ``needs`` marks False."""
+    import functools
+
+    import jax
+
+    @functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
+    def call(fconv: Any, backward: Any, needs: Any, *arrays: Any) -> Any:
+        return fconv(*arrays)[0]
+
+    def fwd(fconv: Any, backward: Any, needs: Any, *arrays: Any) -> Any:
+        out, saved = fconv(*arrays)
+        return out, (arrays, saved)
+
+    def bwd(fconv: Any, backward: Any, needs: Any, residuals: Any, d_out: Any) -> tuple:
+        arrays, saved = residuals
+        grads = backward(tuple(arrays), tuple(saved), d_out, needs)
+        return tuple(
+            _zero_cotangent(x) if g is None else g for g, x in zip(grads, arrays, strict=True)
+        )
+
+    call.defvjp(fwd, bwd)
+    return call(fconv, backward, needs, *arrays)
+
+
+def _zero_cotangent(x: Any) -> Any:
+    """The zero cotangent of a constant operand (float0 for integer, bool and key arrays)."""
+    import jax
+    import numpy as np
+
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and jax.numpy.issubdtype(dtype, jax.numpy.inexact):
+        return jax.numpy.zeros_like(x)
+    return np.zeros(np.shape(x), dtype=jax.dtypes.float0)

@@ -191,11 +191,13 @@ def differentiable_attention(p: Problem) -> Any:
     if hook is None or p.need_weights or p.need_lse:
         return None
     additive = p.mask is not None and not p.mask_is_bool
-    arrays = (p.query, p.key, p.value, *((p.mask,) if additive else ()))
+    # every array of the call is an operand (a bool mask too: no cotangent), so that a
+    # traced mask is never closed over by the backward pass
+    arrays = (p.query, p.key, p.value, *(() if p.mask is None else (p.mask,)))
     replay = p.backend.replay_rng(p.rng) if p.dropout_p > 0 else None
 
     def bound(arrays: tuple[Any, ...], rng: Any) -> Problem:
-        mask = arrays[3] if additive else p.mask
+        mask = arrays[3] if len(arrays) > 3 else None
         return replace(p, query=arrays[0], key=arrays[1], value=arrays[2], mask=mask, rng=rng)
 
     def forward(*arrays: Any) -> tuple[Any, tuple[Any, Any]]:
@@ -205,7 +207,8 @@ def differentiable_attention(p: Problem) -> Any:
         arrays: tuple[Any, ...], saved: tuple[Any, Any], d_out: Any, needs: tuple[bool, ...]
     ) -> tuple[Any, ...]:
         rng = None if replay is None else p.backend.replay_rng(replay)
-        mask_grad = additive and len(needs) > 3 and needs[3]
-        return backward_from(bound(arrays, rng), saved, d_out, mask_grad)
+        mask_grad = additive and needs[3]
+        grads = backward_from(bound(arrays, rng), saved, d_out, mask_grad)
+        return grads if len(grads) == len(arrays) else (*grads, None)  # a bool mask: None
 
     return hook(forward, backward, *arrays, random=p.dropout_p > 0)
