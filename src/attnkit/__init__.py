@@ -42,6 +42,7 @@ from .kv_cache import KVCache, append_kv, init_kv_cache
 from .merge import merge_partials
 from .multi_head import MultiHeadOutput, MultiHeadParams, multi_head_attention
 from .multi_head_init import init_multi_head_params
+from .multi_head_vjp import multi_head_attention_vjp
 from .rope import Rope, apply_rope
 from .vjp import attention_vjp
 
@@ -74,6 +75,7 @@ __all__ = [
     "masks",
     "merge_partials",
     "multi_head_attention",
+    "multi_head_attention_vjp",
     "scaled_dot_product_attention",
     "score_mods",
 ]
