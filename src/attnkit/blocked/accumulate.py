@@ -22,9 +22,13 @@ def sum_to_shape(xp: Any, x: Any, shape: tuple[int, ...]) -> Any:
     extra = x.ndim - len(shape)
     if extra > 0:
         x = xp.sum(x, axis=tuple(range(extra)))
+    elif extra < 0:  # fewer dims (a block's zeros): size-1 axes in front
+        x = xp.reshape(x, (*((1,) * -extra), *x.shape))
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1)
     if axes:
         x = xp.sum(x, axis=axes, keepdims=True)
+    if tuple(x.shape) != tuple(shape):  # an axis x never varied along (zeros)
+        x = xp.broadcast_to(x, tuple(shape))
     return x
 
 
