@@ -141,11 +141,10 @@ class JaxBackend(Backend):
         *arrays: Any,
         random: bool = False,
     ) -> Any:
-        """``forward`` and ``backward`` as one ``jax.custom_vjp`` (residuals: the inputs
-        and ``saved``); None for a call drawing dropout. Both functions close over the
-        call's other arrays (a bool mask, a structure's lengths), which may be tracers of
-        an enclosing ``jit``: ``jax.closure_convert`` makes them explicit operands (with
-        zero cotangents), as custom_vjp requires."""
+        """``forward`` and ``backward`` as one ``jax.custom_vjp`` (residuals: the arrays
+        and ``saved``; zero cotangents for integer and bool arrays); None for concrete
+        arrays, for a call drawing dropout, and where ``jax.closure_convert`` finds the
+        forward closing over a differentiated value (its gradient would be lost)."""
         if random and not self.custom_vjp_replays_dropout:
             return None
         import jax

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import Kernels
+from .autograd import records_gradients as _records_gradients
 
 __all__ = [
     "KERNELS",
@@ -75,11 +76,7 @@ def attention(
     grad = _records_gradients(query, key, value)
     if masked and grad and not _finite(query, key, value):
         return None  # a NaN or inf in a masked pair would leak into the gradients
-    if mask is not None and mask.dtype != torch.bool and mask.dtype != query.dtype:
-        mask = mask.to(query.dtype)
-    out = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=gqa
-    )
+    out = _sdpa(query, key, value, mask, causal, scale, gqa)
     if masked and not grad and not _finite(out):
         return None  # SDPA adds -inf to a masked NaN: the generic path replaces it
     return out
@@ -98,11 +95,7 @@ def _selected(
     """In a graph: SDPA's output where it is finite, else ``fallback()`` (the guarded
     generic path), chosen by ``torch.cond`` so that only one branch runs. Both branches
     return contiguous tensors (cond requires their strides to agree)."""
-    if mask is not None and mask.dtype != torch.bool and mask.dtype != query.dtype:
-        mask = mask.to(query.dtype)
-    out = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=gqa
-    ).contiguous()  # (..., Hq, L, Ev)
+    out = _sdpa(query, key, value, mask, causal, scale, gqa).contiguous()  # (..., Hq, L, Ev)
 
     def kept(out: Any) -> Any:
         return out.clone()
@@ -111,6 +104,17 @@ def _selected(
         return fallback().contiguous()
 
     return torch.cond(torch.isfinite(out.sum()), kept, generic, (out,))
+
+
+def _sdpa(
+    query: Any, key: Any, value: Any, mask: Any, causal: bool, scale: float, gqa: bool
+) -> Any:
+    """SDPA on the whole call, a float mask in the inputs' dtype first."""
+    if mask is not None and mask.dtype != torch.bool and mask.dtype != query.dtype:
+        mask = mask.to(query.dtype)
+    return F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=gqa
+    )
 
 
 def _finite(*xs: Any) -> bool:
@@ -213,16 +217,6 @@ def block_run(q: Any, k: Any, v: Any, mask: Any, scale: float, rows: int) -> Any
     if _records_gradients(q, k, v):
         return _RunFunction.apply(q, k, v, mask, scale, rows)
     return _run_blocks(q, k, v, mask, scale, rows)
-
-
-def _records_gradients(*xs: Any) -> bool:
-    """Whether autograd records a call on ``xs``, outside torch.func's transforms (under
-    which the plain graph of unfold and SDPA is differentiated: a custom backward may not
-    call autograd itself there)."""
-    if not torch.is_grad_enabled() or not any(x.requires_grad for x in xs):
-        return False
-    active = getattr(torch._C, "_are_functorch_transforms_active", None)
-    return not (active is not None and active())
 
 
 class _RunFunction(torch.autograd.Function):
