@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import zlib
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+# The fuzzer's working files (hypothesis reads this when it first writes, after start-up)
+# go to the temporary directory, not a .hypothesis folder in the checkout.
+os.environ.setdefault(
+    "HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "attnkit-hypothesis")
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

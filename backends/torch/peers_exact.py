@@ -41,7 +41,8 @@ def _tensors(dtype: str, *arrays: Any) -> list[Any]:
         if a is None:
             out.append(None)
             continue
-        t = torch.from_numpy(np.ascontiguousarray(a))
+        a = np.ascontiguousarray(a)
+        t = torch.from_numpy(a if a.flags.writeable else a.copy())  # torch needs writable
         out.append(t if t.dtype == torch.bool else t.to(kind))
     return out
 

@@ -7,21 +7,20 @@ backend in every dtype the backend has (inputs rounded to that dtype); the large
 against the float64 oracle is compared with the conformance matrix's tolerance
 ``K * eps(dtype) * (1 + max|score|) * max(1, max|gold|)``. The same vectors also run
 through the frameworks' own attention (:mod:`attnkit.app.verify_frameworks`). The
-vectors are NumPy arrays; every other framework is reached through its backend.
+vectors are NumPy arrays, read and measured by :mod:`attnkit.backends.numpy.golden`;
+every framework is reached through its backend, so this module imports none.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 import attnkit as ak
 from attnkit import backends
+from attnkit.backends.numpy import golden as arrays
 
 from . import golden
 
@@ -54,29 +53,23 @@ class Vector:
     """One golden vector: float64 inputs, the call's kwargs and the oracle's results."""
 
     name: str
-    query: np.ndarray
-    key: np.ndarray
-    value: np.ndarray
-    attn_mask: np.ndarray | None
+    query: Any  # NumPy float64 arrays: (..., Hq, L, E)
+    key: Any  # (..., Hk, S, E)
+    value: Any  # (..., Hk, S, Ev)
+    attn_mask: Any  # bool or float64, broadcastable to (..., Hq, L, S), or None
     kwargs: dict[str, Any]
-    out: np.ndarray
-    weights: np.ndarray
-    lse: np.ndarray
+    out: Any  # (..., Hq, L, Ev)
+    weights: Any  # (..., Hq, L, S)
+    lse: Any  # (..., Hq, L)
 
     @property
-    def empty_rows(self) -> np.ndarray:
+    def empty_rows(self) -> Any:
         """True where a query row has no key to attend (lse = -inf): (..., Hq, L)."""
-        return np.isneginf(self.lse)
+        return arrays.empty_rows(self.lse)
 
     def score_max(self) -> float:
         """max |scaled score| over the whole score matrix (the tolerance's magnitude)."""
-        q, k = self.query, self.key
-        if q.ndim >= 3 and k.ndim >= 3 and q.shape[-3] != k.shape[-3]:
-            k = np.repeat(k, q.shape[-3] // k.shape[-3], axis=-3)  # GQA: key heads shared
-        if k.shape[-2] == 0:
-            return 0.0
-        scale = self.kwargs.get("scale") or 1.0 / np.sqrt(q.shape[-1])
-        return float(np.max(np.abs(q @ np.swapaxes(k, -1, -2))) * abs(scale))
+        return arrays.score_max(self.query, self.key, self.kwargs.get("scale"))
 
 
 @dataclass(frozen=True)
@@ -111,42 +104,32 @@ def load_vectors() -> list[Vector]:
     """Every golden vector shipped in :mod:`attnkit.app.golden`."""
     vectors = []
     for file in golden.files():
-        with file.open("rb") as f, np.load(f) as g:
-            arrays = {name: g[name] for name in g.files}
+        with file.open("rb") as f:
+            g = arrays.load(f)
         vectors.append(
             Vector(
                 name=file.name[: -len(".npz")],
-                query=arrays["query"],
-                key=arrays["key"],
-                value=arrays["value"],
-                attn_mask=arrays.get("attn_mask"),
-                kwargs=json.loads(str(arrays["kwargs"])),
-                out=arrays["out"],
-                weights=arrays["weights"],
-                lse=arrays["lse"],
+                query=g["query"],
+                key=g["key"],
+                value=g["value"],
+                attn_mask=g.get("attn_mask"),
+                kwargs=g["kwargs"],
+                out=g["out"],
+                weights=g["weights"],
+                lse=g["lse"],
             )
         )
     return vectors
 
 
-def allowed_error(dtype: str, vector: Vector, gold: np.ndarray) -> float:
+def allowed_error(dtype: str, vector: Vector, gold: Any) -> float:
     """The tolerance for one result: K * eps * (1 + max|score|) * max(1, max|gold|)."""
-    finite = gold[np.isfinite(gold)]
-    magnitude = max(1.0, float(np.max(np.abs(finite), initial=0.0)))
-    return K[dtype] * EPS[dtype] * (1.0 + vector.score_max()) * magnitude
+    return K[dtype] * EPS[dtype] * (1.0 + vector.score_max()) * arrays.magnitude(gold)
 
 
-def _error(got: np.ndarray, gold: np.ndarray) -> float:
+def _error(got: Any, gold: Any) -> float:
     """max |got - gold|, where -inf must match -inf exactly (lse of empty rows)."""
-    got = np.asarray(got, dtype=np.float64)
-    if got.shape != gold.shape:
-        return float("inf")
-    if np.isnan(got).any():
-        return float("nan")
-    if not np.array_equal(np.isneginf(got), np.isneginf(gold)):
-        return float("inf")
-    finite = np.isfinite(gold)
-    return float(np.max(np.abs(got[finite] - gold[finite]), initial=0.0))
+    return arrays.max_error(got, gold)
 
 
 @contextlib.contextmanager

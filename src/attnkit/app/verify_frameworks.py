@@ -16,20 +16,22 @@ all (MultiheadAttention with GQA or a custom scale) is "not applicable". Every o
 place a framework differs from the oracle is a finding (:mod:`attnkit.app.verify_findings`
 words them).
 
-Vectors are put in (B, H, L, E) layout here, in NumPy; the frameworks are called through
-their backends, NumPy arrays in and out.
+Vectors are put in a framework's layout by :mod:`attnkit.backends.numpy.golden_layout`
+and measured by :mod:`attnkit.backends.numpy.golden` (NumPy arrays in and out); the
+frameworks are called through their backends, so this module imports none.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+from attnkit.backends.numpy import golden as arrays
+from attnkit.backends.numpy.golden_layout import heads_first, time_first
 
 from .verify import EPS, FrameworkResult, Vector, _error, allowed_error
-from .verify_layout import bhle, combined_mask, value_like_key
 
 __all__ = ["FRAMEWORKS", "Framework", "available_frameworks", "check_frameworks"]
 
@@ -42,66 +44,12 @@ class Framework:
     label: str
     backend: str
     dtypes: tuple[str, ...]
-    run: Callable[[Vector, str], tuple[np.ndarray, list[str]]]
+    run: Callable[[Vector, str], tuple[Any, list[str]]]
     available: Callable[[], bool] = lambda: True
 
 
-def _heads_first(
-    run: Callable[..., np.ndarray], top_left_ok: bool, one_head_size: bool = False
-) -> Callable:
-    """A runner for a (B, H, L, E) function ``run(q, k, v, mask, dtype=, scale=[, is_causal=])``.
-    ``one_head_size``: the function has one head count, one head size and the default
-    scale (MultiheadAttention): key/value heads repeated, value padded to E, the scale
-    folded into the query, each said in the notes (all exact but for rounding)."""
-
-    def runner(vector: Vector, dtype: str) -> tuple[np.ndarray, list[str]]:
-        mask, causal, note = combined_mask(vector, top_left_ok)
-        q, k, v, mask = bhle(vector, mask)
-        notes = [note] if note else []
-        options: dict[str, Any] = {"dtype": dtype, "scale": vector.kwargs.get("scale")}
-        if causal:
-            options["is_causal"] = True
-        if not one_head_size:
-            return run(q, k, v, mask, **options).reshape(vector.out.shape), notes
-        H, E, Ev = q.shape[1], q.shape[-1], v.shape[-1]
-        if k.shape[1] != H:
-            notes.append(f"key/value heads repeated {H // k.shape[1]} times (GQA)")
-            k, v = np.repeat(k, H // k.shape[1], axis=1), np.repeat(v, H // k.shape[1], axis=1)
-        if options.pop("scale") is not None:
-            q = q * (vector.kwargs["scale"] * np.sqrt(E))
-            notes.append("scale folded into the query (it scales by 1/sqrt(E))")
-        v, chunks = value_like_key(v, E, notes)
-        outs = [run(q, k, v[..., c * E : (c + 1) * E], mask, **options) for c in range(chunks)]
-        return np.concatenate(outs, axis=-1)[..., :Ev].reshape(vector.out.shape), notes
-
-    return runner
-
-
-def _time_first(run: Callable[..., np.ndarray]) -> Callable:
-    """A runner for a jax.nn-style (B, T, N, H) function whose value is shaped like key."""
-
-    def runner(vector: Vector, dtype: str) -> tuple[np.ndarray, list[str]]:
-        L, S = vector.query.shape[-2], vector.key.shape[-2]
-        mask, causal, note = combined_mask(vector, top_left_ok=L == S)
-        q, k, v, mask = bhle(vector, mask)
-        notes = [note] if note else []
-        q, k, v = (np.swapaxes(x, 1, 2) for x in (q, k, v))  # (B, T, N, H)
-        E, Ev = q.shape[-1], v.shape[-1]
-        options: dict[str, Any] = {"scale": vector.kwargs.get("scale"), "is_causal": causal}
-        if mask is not None:
-            options["mask" if mask.dtype == bool else "bias"] = mask
-        v, chunks = value_like_key(v, E, notes)
-        outs = [
-            run(q, k, v[..., c * E : (c + 1) * E], dtype=dtype, **options) for c in range(chunks)
-        ]
-        out = np.concatenate(outs, axis=-1)[..., :Ev]  # (B, T, N, Ev)
-        return np.swapaxes(out, 1, 2).reshape(vector.out.shape), notes
-
-    return runner
-
-
-def _torch(name: str) -> Callable[..., np.ndarray]:
-    def run(*args: Any, **kwargs: Any) -> np.ndarray:
+def _torch(name: str) -> Callable[..., Any]:
+    def run(*args: Any, **kwargs: Any) -> Any:
         from attnkit.backends.torch import peers_exact
 
         return getattr(peers_exact, name)(*args, **kwargs)
@@ -109,14 +57,14 @@ def _torch(name: str) -> Callable[..., np.ndarray]:
     return run
 
 
-def _jax_nn(*args: Any, **kwargs: Any) -> np.ndarray:
+def _jax_nn(*args: Any, **kwargs: Any) -> Any:
     from attnkit.backends.jax import peers
 
     with peers.float64_enabled():
         return peers.dot_product_attention(*args, **kwargs)
 
 
-def _keras(*args: Any, **kwargs: Any) -> np.ndarray:
+def _keras(*args: Any, **kwargs: Any) -> Any:
     from attnkit.backends.jax import peers, peers_keras
 
     with peers.float64_enabled():
@@ -132,25 +80,25 @@ def _keras_available() -> bool:
 _ALL = ("float64", "float32", "float16", "bfloat16")
 #: Every framework attention verify knows, in the order it reports them.
 FRAMEWORKS = (
-    Framework("torch SDPA", "torch", _ALL, _heads_first(_torch("sdpa"), top_left_ok=True)),
+    Framework("torch SDPA", "torch", _ALL, heads_first(_torch("sdpa"), top_left_ok=True)),
     Framework(
         "torch MultiheadAttention",
         "torch",
         ("float64", "float32", "bfloat16"),
-        _heads_first(_torch("multihead"), top_left_ok=False, one_head_size=True),
+        heads_first(_torch("multihead"), top_left_ok=False, one_head_size=True),
     ),
     Framework(
         "FlexAttention (eager)",
         "torch",
         ("float64", "float32"),
-        _heads_first(_torch("flex"), top_left_ok=False),
+        heads_first(_torch("flex"), top_left_ok=False),
     ),
-    Framework("jax.nn", "jax", _ALL, _time_first(_jax_nn)),
+    Framework("jax.nn", "jax", _ALL, time_first(_jax_nn)),
     Framework(
         "keras.ops",
         "jax",
         ("float64", "float32", "bfloat16"),
-        _time_first(_keras),
+        time_first(_keras),
         _keras_available,
     ),
 )
@@ -159,43 +107,6 @@ FRAMEWORKS = (
 def available_frameworks(backends: tuple[str, ...]) -> list[Framework]:
     """The frameworks whose backend is among ``backends`` and that are installed."""
     return [f for f in FRAMEWORKS if f.backend in backends and f.available()]
-
-
-def _empty_rows_differ(vector: Vector, theirs: np.ndarray, dtype: str) -> str:
-    """Words for what ``theirs`` gives on rows with no key to attend, where the oracle
-    gives 0, or "" if it gives 0 there too (within rounding of the values)."""
-    empty = np.broadcast_to(vector.empty_rows, theirs.shape[:-1])
-    if not empty.any():
-        return ""
-    rows = theirs[empty]  # (n, Ev)
-    scale = max(1.0, float(np.max(np.abs(vector.value), initial=0.0)))
-    if (
-        not np.isnan(rows).any()
-        and float(np.max(np.abs(rows), initial=0.0)) <= 8 * EPS[dtype] * scale
-    ):
-        return ""
-    v = np.broadcast_to(vector.value, (*theirs.shape[:-2], *vector.value.shape[-2:]))
-    mean = np.broadcast_to(v.mean(axis=-2, keepdims=True), theirs.shape)[empty]
-    if np.isnan(rows).all():
-        what = "NaN"
-    elif np.allclose(mean, rows, atol=16 * EPS[dtype] * scale):
-        what = "the mean of the values (uniform weights)"
-    else:
-        what = "nonzero values"
-    return f"{int(empty.sum())} rows with no key to attend give {what}"
-
-
-def _difference(vector: Vector, theirs: np.ndarray, allowed: float, dtype: str) -> tuple[str, str]:
-    """(kind, words) for where ``theirs`` differs from the oracle's output on rows with keys."""
-    live = ~np.broadcast_to(vector.empty_rows, theirs.shape[:-1])
-    gap = np.abs(np.nan_to_num(theirs, nan=np.inf) - vector.out)[live]  # (rows with keys, Ev)
-    error = float(np.max(gap, initial=0.0))
-    if dtype == "float64" and error <= 2 * allowed_error("float32", vector, vector.out):
-        return "precision", f"error {error:.1e}: float32's accuracy on float64 inputs"
-    if np.isnan(theirs[live]).any():
-        return "differs", f"NaN on {int(np.isnan(theirs[live]).any(-1).sum())} rows with keys"
-    bad = int(np.any(gap > allowed, -1).sum())
-    return "differs", f"error {error:.1e} on {bad} of {int(live.sum())} rows with keys"
 
 
 def _check(framework: Framework, vector: Vector, dtype: str) -> FrameworkResult:
@@ -225,12 +136,12 @@ def _check(framework: Framework, vector: Vector, dtype: str) -> FrameworkResult:
         )
     allowed = 2 * allowed_error(dtype, vector, vector.out)
     note = "; ".join(notes)
-    empty = _empty_rows_differ(vector, theirs, dtype)
+    empty = arrays.empty_rows_differ(vector.value, vector.empty_rows, theirs, EPS[dtype])
     if empty:
         error = _error(theirs, vector.out)
         return FrameworkResult(
             **base,
-            max_error=error if np.isfinite(error) else None,
+            max_error=error if math.isfinite(error) else None,
             agrees=False,
             difference=empty,
             adaptation=note,
@@ -241,8 +152,9 @@ def _check(framework: Framework, vector: Vector, dtype: str) -> FrameworkResult:
         return FrameworkResult(
             **base, max_error=error, agrees=True, difference="", adaptation=note, kind="agrees"
         )
-    kind, words = _difference(vector, theirs, allowed, dtype)
-    finite = bool(np.isfinite(error))
+    precision = 2 * allowed_error("float32", vector, vector.out) if dtype == "float64" else None
+    kind, words = arrays.difference(vector.out, vector.empty_rows, theirs, allowed, precision)
+    finite = bool(math.isfinite(error))
     return FrameworkResult(
         **base,
         max_error=error if finite else None,
