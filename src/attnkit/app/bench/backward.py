@@ -1,0 +1,459 @@
+"""``attnkit bench --backward``: forward+backward of attention, attnkit against the
+frameworks, with the gradient targets' verdict lines.
+
+Batch 1, 8 heads, head size 64, float32, random normal inputs and upstream gradient.
+A *step* is one forward and the gradients of q, k and v: on PyTorch through
+``torch.autograd.grad`` (attnkit's ``autograd.Function``, or torch SDPA's own backward
+where ``impl="auto"`` keeps it), on JAX ``jax.vjp`` under ``jax.jit``, on NumPy
+:func:`attnkit.attention_vjp` (the backward pass written once in the array API); the
+baselines are torch SDPA (with the window as a dense band mask) and
+``jax.nn.dot_product_attention`` (``local_window_size``), from
+``attnkit.backends.<name>.peers_grad``. Every job runs in its own interpreter, so its
+peak resident memory is its own; a step's gradients are checked before any time counts
+(:func:`check_gradients`): a benchmark that times a wrong backward reports an error.
+
+The targets, at the full sizes (``--quick`` shrinks every length 16 times and judges
+nothing)::
+
+    1  dense L=4096 torch       auto step / torch SDPA step <= 1.0
+    2  window 256 L=8192 torch  auto step / torch SDPA band-mask step <= 0.05;
+                                auto backward / auto forward <= 3 (backward = step - forward)
+    3  window 256               step(L=16384) / step(L=8192) <= 2.2 on numpy, torch, jax
+    4  dense L=32768            one eager step's peak resident memory < 2 GiB, torch and jax
+    5  window 256, jax          jax.jit compile of the step at L=16384 <= 3 s, and
+                                <= 1.2 x the compile at L=4096
+    6  dense L=4096             numpy attention_vjp step / jax.grad of jax.nn (jit) <= 1.0
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import attnkit as ak
+from attnkit import backends
+
+from ..tables import table
+from .cases import BATCH, HEAD_DIM, HEADS
+from .measure import peak_rss_bytes, timed
+
+__all__ = [
+    "GradJob",
+    "GradResult",
+    "check_gradients",
+    "jobs",
+    "measure",
+    "run",
+    "verdicts",
+]
+
+AUTO, GENERIC = "attnkit auto", "attnkit generic"
+SDPA, SDPA_BAND, JAX_NN = "torch SDPA", "torch SDPA band mask", "jax.nn.dot_product_attention"
+JAX_NN_WINDOW = "jax.nn local window"
+#: |dq - float64 dq| allowed on the checked rows, relative to max(1, max |float64 dq|).
+TOLERANCE = 2e-3
+MEMORY_BOUND_BYTES = 2 * 2**30
+_RESULT_MARK = "attnkit-bench-backward "
+
+
+@dataclass(frozen=True)
+class GradJob:
+    """One measurement: ``what`` is "step" (forward+backward, timed), "forward" (the
+    forward of a training step, timed), "memory" (one eager step, peak memory) or
+    "compile" (jax.jit's compile of the step)."""
+
+    backend: str
+    impl: str
+    kind: str  # "dense" or "window"
+    L: int
+    what: str = "step"
+    W: int | None = None
+    repeats: int = 3
+    seed: int = 0
+
+    def describe(self) -> str:
+        shape = f"window {self.W} L={self.L}" if self.kind == "window" else f"dense L={self.L}"
+        return f"{self.backend} {shape} {self.impl} {self.what}"
+
+    @property
+    def window(self) -> tuple[int, int] | None:
+        return None if self.W is None else (self.W // 2, self.W // 2)
+
+
+@dataclass
+class GradResult:
+    """What a job measured; ``error`` says why there is no figure."""
+
+    job: GradJob
+    seconds: float | None = None  # median step or forward; compile seconds; memory: the step
+    samples: list[float] = field(default_factory=list)
+    base_rss_bytes: int | None = None
+    peak_rss_bytes: int | None = None
+    dq_error: float | None = None  # relative |dq - float64 dq| on the checked rows
+    error: str | None = None
+
+
+def _inputs(job: GradJob) -> list[Any]:
+    """q, k, v and the upstream gradient d_out, each (B, H, L, E) NumPy float32."""
+    rng = backends.load("numpy").make_rng(job.seed)
+    return [rng.standard_normal((BATCH, HEADS, job.L, HEAD_DIM), dtype="float32") for _ in "qkvd"]
+
+
+def _attnkit(job: GradJob) -> Callable[..., Any]:
+    impl = job.impl.split()[-1]
+    return lambda q, k, v: ak.scaled_dot_product_attention(q, k, v, window=job.window, impl=impl)
+
+
+def _step(job: GradJob, arrays: list[Any]) -> Callable[[], Any]:
+    """A zero-argument callable computing (dq, dk, dv) (or the forward, for "forward")."""
+    import importlib
+
+    adapter = backends.load(job.backend)
+    q, k, v, d_out = (adapter.from_numpy(a, "float32") for a in arrays)
+    if job.backend in ("numpy", "strict"):
+        if job.impl not in (AUTO, GENERIC):
+            raise ValueError(f"no {job.backend} baseline {job.impl!r} for the backward pass")
+        impl = job.impl.split()[-1]
+
+        def step() -> Any:
+            out, vjp = ak.attention_vjp(q, k, v, window=job.window, impl=impl)
+            return out if job.what == "forward" else vjp(d_out)
+
+        return step
+    peers = importlib.import_module(f"attnkit.backends.{job.backend}.peers_grad")
+    if job.impl in (AUTO, GENERIC):
+        fn = _attnkit(job)
+    else:
+        fn = peers.baseline(job.impl, L=job.L, S=job.L, window=job.window, scale=HEAD_DIM**-0.5)
+    if job.what == "forward":
+        return peers.forward(fn, q, k, v)
+    if job.what == "compile":
+        return lambda: peers.compile_seconds(fn, q, k, v, d_out)
+    if job.backend == "jax":
+        return peers.gradient(fn, q, k, v, d_out, jit=job.what != "memory")
+    return peers.gradient(fn, q, k, v, d_out)
+
+
+def check_gradients(job: GradJob, arrays: list[Any], grads: Any) -> float:
+    """The error of ``grads`` (dq, dk, dv of ``job`` at ``arrays``), raising if wrong.
+
+    Checked: every gradient finite; dq on 8 query rows at the start, middle and end
+    against attnkit's float64 ``attention_vjp`` of those rows alone (``q_offset``: a
+    row's dq depends on its own row only), relative to max(1, max |float64 dq|); and two
+    identities of the whole: sum over keys of dv = sum over queries of d_out (each row's
+    weights sum to 1) and sum over keys of dk = 0 (each row of dS sums to 0). Returns the
+    largest relative error found.
+    """
+    from array_api_compat import array_namespace
+
+    adapter = backends.load(job.backend)
+    dq, dk, dv = (adapter.to_numpy(g) for g in grads[:3])
+    q, k, v, d_out = arrays
+    xp = array_namespace(q)
+    for label, g in (("dq", dq), ("dk", dk), ("dv", dv)):
+        if not bool(xp.all(xp.isfinite(g))):
+            raise FloatingPointError(f"the gradient {label} is not finite")
+    k64, v64 = (xp.astype(a, xp.float64) for a in (k, v))
+    worst = 0.0
+    n = min(8, job.L)
+    for lo in sorted({0, max(0, job.L // 2 - n // 2), job.L - n}):
+        rows = slice(lo, lo + n)
+        q64, d64 = (xp.astype(a[..., rows, :], xp.float64) for a in (q, d_out))
+        _, vjp = ak.attention_vjp(q64, k64, v64, window=job.window, q_offset=lo)
+        ref = vjp(d64)[0]  # (B, H, n, E)
+        gap = float(xp.max(xp.abs(xp.astype(dq[..., rows, :], xp.float64) - ref)))
+        worst = max(worst, gap / max(1.0, float(xp.max(xp.abs(ref)))))
+    scale = max(1.0, float(xp.max(xp.abs(xp.sum(d_out, axis=-2)))))
+    dv_sum = float(xp.max(xp.abs(xp.sum(dv, axis=-2) - xp.sum(d_out, axis=-2)))) / scale
+    dk_sum = float(xp.max(xp.abs(xp.sum(dk, axis=-2)))) / max(1.0, float(xp.max(xp.abs(dk))))
+    sums_allowed = TOLERANCE * math.sqrt(job.L)  # float32 sums of L terms
+    if not worst <= TOLERANCE:
+        raise ArithmeticError(f"wrong dq: differs from float64 by {worst:.2e} (> {TOLERANCE:g})")
+    if not (dv_sum <= sums_allowed and dk_sum <= sums_allowed):
+        raise ArithmeticError(
+            f"wrong dk/dv: sum dv - sum d_out = {dv_sum:.2e}, sum dk = {dk_sum:.2e} "
+            f"(> {sums_allowed:.2g})"
+        )
+    return worst
+
+
+def measure(job: GradJob) -> GradResult:
+    """Run ``job`` here and now; a failure gives an ``error``, never raises."""
+    try:
+        return _measure(job)
+    except Exception as exc:  # report any failure of the measured code, keep benchmarking
+        return GradResult(job, error=f"{type(exc).__name__}: {exc}".strip()[:300])
+
+
+def _measure(job: GradJob) -> GradResult:
+    arrays = _inputs(job)
+    adapter = backends.load(job.backend)
+    call = _step(job, arrays)
+    base = peak_rss_bytes()
+    if job.what == "compile":
+        seconds = call()
+        return GradResult(job, seconds=seconds, samples=[seconds])
+    start = time.perf_counter()
+    result = call()  # warm-up: jit compiles, allocator
+    first = time.perf_counter() - start
+    if job.what == "memory":
+        samples = [first]
+    else:
+        result, samples, _ = timed(call, adapter, job.repeats)
+    peak = peak_rss_bytes()
+    error = None if job.what == "forward" else check_gradients(job, arrays, result)
+    return GradResult(
+        job,
+        seconds=statistics.median(samples),
+        samples=samples,
+        base_rss_bytes=base,
+        peak_rss_bytes=peak,
+        dq_error=error,
+    )
+
+
+def run_job(job: GradJob, timeout_s: float = 3600.0) -> GradResult:
+    """Measure ``job`` in a fresh interpreter (its own peak memory)."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "attnkit.app.bench.backward"],
+            input=json.dumps(asdict(job)),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return GradResult(job, error=f"worker timed out after {timeout_s:.0f} s")
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith(_RESULT_MARK):
+            data = json.loads(line[len(_RESULT_MARK) :])
+            return GradResult(**{**data, "job": job})
+    why = "killed (out of memory?)" if proc.returncode in (-9, 137) else "gave no result"
+    tail = (proc.stderr.strip().splitlines() or [""])[-1][:200]
+    return GradResult(job, error=f"worker {why}, exit {proc.returncode}: {tail}".rstrip(": "))
+
+
+@dataclass(frozen=True)
+class Sizes:
+    dense: int = 4096
+    window: tuple[int, int] = (8192, 16384)
+    W: int = 256
+    memory: int = 32768
+    compile: tuple[int, int] = (4096, 16384)
+
+
+FULL = Sizes()
+QUICK = Sizes(dense=256, window=(512, 1024), W=32, memory=2048, compile=(256, 1024))
+
+
+def jobs(
+    sizes: Sizes = FULL, installed: tuple[str, ...] = ("numpy", "torch", "jax")
+) -> list[GradJob]:
+    """Every job the targets need, on the installed backends among numpy, torch, jax."""
+    d, (w1, w2), W = sizes.dense, sizes.window, sizes.W
+    out: list[GradJob] = []
+    if "torch" in installed:
+        out += [GradJob("torch", impl, "dense", d) for impl in (AUTO, GENERIC, SDPA)]
+        out += [GradJob("torch", impl, "window", w1, W=W) for impl in (AUTO, GENERIC, SDPA_BAND)]
+        out += [GradJob("torch", impl, "window", w1, "forward", W=W) for impl in (AUTO, GENERIC)]
+    for name in ("numpy", "torch", "jax"):
+        if name in installed:
+            out += [
+                GradJob(name, AUTO, "window", L, W=W)
+                for L in (w1, w2)
+                if (name, L) != ("torch", w1)
+            ]
+    if "jax" in installed:
+        out += [GradJob("jax", AUTO, "window", L, "compile", W=W) for L in sizes.compile]
+        out.append(GradJob("jax", JAX_NN, "dense", d))
+    if "numpy" in installed:
+        out.append(GradJob("numpy", AUTO, "dense", d))
+    for name in ("torch", "jax"):
+        if name in installed:
+            out.append(GradJob(name, AUTO, "dense", sizes.memory, "memory"))
+    return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One verdict line: ``value`` against ``bound`` (value <= bound meets it)."""
+
+    target: int
+    what: str
+    value: float | None
+    bound: float
+    detail: str
+    status: str  # MET, NOT MET, SKIPPED, QUICK
+
+    def line(self) -> str:
+        shown = "-" if self.value is None else f"{self.value:.3g}"
+        head = f"target {self.target}  {self.what} = {shown}  (bound <= {self.bound:g})"
+        return f"{head}  {self.status}  {self.detail}".rstrip()
+
+
+Figure = Callable[[GradResult, GradResult | None], tuple[float, str]]
+
+
+def _ratio(num: GradResult, den: GradResult | None) -> tuple[float, str]:
+    assert den is not None and num.seconds is not None and den.seconds is not None
+    return num.seconds / den.seconds, f"{_ms(num.seconds)} / {_ms(den.seconds)}"
+
+
+def _backward_over_forward(step: GradResult, fwd: GradResult | None) -> tuple[float, str]:
+    assert fwd is not None and step.seconds is not None and fwd.seconds is not None
+    words = f"step {_ms(step.seconds)}, forward {_ms(fwd.seconds)}"
+    return (step.seconds - fwd.seconds) / fwd.seconds, words
+
+
+def _peak_gib(r: GradResult, _: GradResult | None) -> tuple[float, str]:
+    peak, base = r.peak_rss_bytes, r.base_rss_bytes
+    if peak is None:
+        raise ValueError("no peak memory reading on this platform")
+    over = "" if base is None else f"+{(peak - base) / 2**30:.2f} GiB over the inputs; "
+    return peak / 2**30, f"{over}{r.seconds:.1f} s"
+
+
+def _seconds(r: GradResult, _: GradResult | None) -> tuple[float, str]:
+    assert r.seconds is not None
+    return r.seconds, ""
+
+
+def _compile_ratio(num: GradResult, den: GradResult | None) -> tuple[float, str]:
+    assert den is not None and num.seconds is not None and den.seconds is not None
+    return num.seconds / den.seconds, f"{num.seconds:.2f} s / {den.seconds:.2f} s"
+
+
+def verdicts(
+    results: list[GradResult], sizes: Sizes = FULL, *, judged: bool = True
+) -> list[Verdict]:
+    """One verdict line per target (and per backend or half of one), from ``results``."""
+    found = {(r.job.backend, r.job.impl, r.job.kind, r.job.L, r.job.what): r for r in results}
+    d, (w1, w2), W, big, (c1, c2) = sizes.dense, sizes.window, sizes.W, sizes.memory, sizes.compile
+    Key = tuple[str, str, str, int, str]
+    checks: list[tuple[int, str, float, Key, Key | None, Figure]] = [
+        (1, f"dense L={d} torch: auto step / torch SDPA step", 1.0,
+         ("torch", AUTO, "dense", d, "step"), ("torch", SDPA, "dense", d, "step"), _ratio),
+        (2, f"window {W} L={w1} torch: auto step / SDPA band-mask step", 0.05,
+         ("torch", AUTO, "window", w1, "step"), ("torch", SDPA_BAND, "window", w1, "step"),
+         _ratio),
+        (2, f"window {W} L={w1} torch: auto backward / forward", 3.0,
+         ("torch", AUTO, "window", w1, "step"), ("torch", AUTO, "window", w1, "forward"),
+         _backward_over_forward),
+        *[
+            (3, f"window {W} {name}: step L={w2} / step L={w1}", 2.2,
+             (name, AUTO, "window", w2, "step"), (name, AUTO, "window", w1, "step"), _ratio)
+            for name in ("numpy", "torch", "jax")
+        ],
+        *[
+            (4, f"dense L={big} {name}: one step's peak memory, GiB", MEMORY_BOUND_BYTES / 2**30,
+             (name, AUTO, "dense", big, "memory"), None, _peak_gib)
+            for name in ("torch", "jax")
+        ],
+        (5, f"window {W} jax: jit compile of the step at L={c2}, s", 3.0,
+         ("jax", AUTO, "window", c2, "compile"), None, _seconds),
+        (5, f"window {W} jax: compile L={c2} / compile L={c1}", 1.2,
+         ("jax", AUTO, "window", c2, "compile"), ("jax", AUTO, "window", c1, "compile"),
+         _compile_ratio),
+        (6, f"dense L={d}: numpy attention_vjp step / jax.nn step (jit)", 1.0,
+         ("numpy", AUTO, "dense", d, "step"), ("jax", JAX_NN, "dense", d, "step"), _ratio),
+    ]  # fmt: skip
+    out = []
+    for target, what, bound, num_key, den_key, figure in checks:
+        num, den = found.get(num_key), None if den_key is None else found.get(den_key)
+
+        def verdict(detail: str, status: str, value: float | None = None) -> Verdict:
+            return Verdict(target, what, value, bound, detail, status)  # noqa: B023
+
+        missing = [key for key, r in ((num_key, num), (den_key, den)) if key and r is None]
+        failed = [r for r in (num, den) if r is not None and r.error]
+        if missing:
+            out.append(verdict(f"{' '.join(map(str, missing[0]))} not measured", "SKIPPED"))
+        elif failed:
+            status = "NOT MET" if failed[0] is num else "SKIPPED"
+            out.append(verdict(f"{failed[0].job.describe()}: {failed[0].error}", status))
+        else:
+            assert num is not None
+            try:
+                value, detail = figure(num, den)
+            except ValueError as exc:
+                out.append(verdict(str(exc), "SKIPPED"))
+                continue
+            status = ("MET" if value <= bound else "NOT MET") if judged else "QUICK"
+            out.append(verdict(detail, status, value))
+    return out
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{1000 * seconds:.4g} ms"
+
+
+def run(
+    sizes: Sizes,
+    installed: tuple[str, ...],
+    *,
+    judged: bool,
+    repeats: int = 3,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[list[GradResult], list[Verdict]]:
+    """Every job in its own process, then the verdicts."""
+    results = []
+    for job in jobs(sizes, installed):
+        job = replace(job, repeats=repeats)
+        if progress is not None:
+            progress(job.describe())
+        results.append(run_job(job))
+    return results, verdicts(results, sizes, judged=judged)
+
+
+def format_results(results: list[GradResult]) -> str:
+    """A plain table: every job's median, peak memory and dq error, or its error."""
+    rows = [
+        (
+            r.job.backend,
+            (f"window {r.job.W} " if r.job.kind == "window" else "dense ") + f"L={r.job.L}",
+            r.job.impl,
+            r.job.what,
+            "-"
+            if r.seconds is None
+            else (f"{r.seconds:.3f} s" if r.job.what in ("compile", "memory") else _ms(r.seconds)),
+            "-" if r.peak_rss_bytes is None else f"{r.peak_rss_bytes / 2**30:.2f}",
+            "-" if r.dq_error is None else f"{r.dq_error:.1e}",
+            r.error or "",
+        )
+        for r in results
+    ]
+    headers = (
+        "backend",
+        "case",
+        "implementation",
+        "measures",
+        "median",
+        "peak GiB",
+        "dq error",
+        "",
+    )
+    return "\n".join(line.rstrip() for line in table(headers, rows).splitlines())
+
+
+def main() -> int:
+    """``python -m attnkit.app.bench.backward``: one job as JSON on stdin, its result on
+    stdout."""
+    job = GradJob(**json.loads(sys.stdin.read()))
+    result = measure(job)
+    print(
+        _RESULT_MARK + json.dumps({k: v for k, v in asdict(result).items() if k != "job"}),
+        flush=True,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
