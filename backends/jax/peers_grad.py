@@ -19,7 +19,9 @@ from .peers import JAX_NN, JAX_NN_WINDOW
 __all__ = ["baseline", "compile_seconds", "forward", "gradient"]
 
 
-def baseline(name: str, *, L: int, S: int, window: tuple[int, int] | None, scale: float) -> Callable:
+def baseline(
+    name: str, *, L: int, S: int, window: tuple[int, int] | None, scale: float
+) -> Callable:
     """``fn(q, k, v) -> out`` (B, H, L, E) of baseline ``name``."""
     import jax
 

@@ -17,7 +17,9 @@ from .peers import SDPA, SDPA_BAND, _band
 __all__ = ["baseline", "forward", "gradient"]
 
 
-def baseline(name: str, *, L: int, S: int, window: tuple[int, int] | None, scale: float) -> Callable:
+def baseline(
+    name: str, *, L: int, S: int, window: tuple[int, int] | None, scale: float
+) -> Callable:
     """``fn(q, k, v) -> out`` (B, H, L, E) of baseline ``name``; a window's band mask is
     built here, once (untimed)."""
     import torch.nn.functional as F
