@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from _chromium import browser  # noqa: F401 - headless Chromium, for the page's tests
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -57,6 +57,8 @@ def _bench(args: argparse.Namespace) -> int:
         return _bench_hf(args)
     if args.backward:
         return _bench_backward(args)
+    if args.viz:
+        return _bench_viz(args)
     if args.targets and (args.lengths or args.window or args.window_lengths):
         parser.error(
             "--targets runs exactly the measurements of targets 1-8; "
@@ -122,6 +124,19 @@ def _bench_hf(args: argparse.Namespace) -> int:
     for r in failed:
         print(f"\nerror: attnkit failed: {r.error}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _bench_viz(args: argparse.Namespace) -> int:
+    """``attnkit bench --viz``: the interactive page's drawing times in headless Chromium."""
+    from .bench import viz_page
+
+    why = viz_page.missing_requirements()
+    if why:
+        print(f"error: attnkit bench --viz cannot run: {why}", file=sys.stderr)
+        return 1
+    size = viz_page.QUICK if args.quick else viz_page.FULL
+    print(viz_page.format_timing(viz_page.run(size, repeats=args.repeats or 3)))
+    return 0
 
 
 def _bench_backward(args: argparse.Namespace) -> int:
@@ -270,6 +285,13 @@ def _add_bench(commands: Any) -> None:
         "jax.nn at the gradient targets' sizes (dense L=4096, window 256 at L=8192 and "
         "16384, dense L=32768 memory, JAX compile times; 16 times smaller with --quick), "
         "each in its own process, with the verdict lines",
+    )
+    bench.add_argument(
+        "--viz",
+        action="store_true",
+        help="time the interactive attention page in headless Chromium: first drawing, next "
+        "head, heatmap, model, neuron and rollout views at 12 layers x 12 heads x 512 tokens "
+        "(2 x 3 x 64 with --quick); needs chromium, chromium-driver and selenium",
     )
     bench.add_argument(
         "--approx",

@@ -1,67 +1,66 @@
-"""A self-contained interactive HTML view of attention weights.
+"""A self-contained interactive HTML page of attention: BertViz's views and more.
 
-One file, no network: the page's script and style are inline (``page.html`` and
-``page.js`` next to this module), the weights are embedded as JSON. It needs no Jupyter
-and no server; in Jupyter, :class:`AttentionView` shows itself inline (``_repr_html_``, in
-an ``iframe`` so that several views on one page stay independent).
+One file, no network (it works from ``file://`` and can be mailed): the page's script and
+style are inline (``page.html`` and the ``page_*.js`` parts next to this module), the
+weights and vectors are embedded as JSON. It needs no Jupyter and no server; in Jupyter,
+:class:`AttentionView` shows itself inline (``_repr_html_``, in an ``iframe`` so that
+several views on one page stay independent).
 
-The page has a layer selector (every layer, plus the attention rollout when queries and
-keys are the same tokens), a head selector (every head, their mean and max, and "all":
-each position coloured by its strongest head), a token-to-token view (lines from each
-query to the keys it attends to, opacity = weight) and a heatmap view (one cell per
-query/key pair), and hover highlighting in both: hovering a token shows its strongest
-links, hovering a cell its weight. At 512 tokens and more the heatmap draws about one
-pixel per pair and the lines view scrolls.
+Views (the ``view`` argument, a selector in the page, keys 1-6):
+
+- ``"head"``: lines from each query token to the keys it attends to, opacity = weight,
+  one colour per head; the legend's buttons choose any subset of heads (shift-click: one
+  alone), combined by colour (each pair in its strongest head's colour), mean or max;
+- ``"heatmap"``: the same selection as one cell per query/key pair;
+- ``"model"``: every layer x head as a thumbnail, each scaled to its own maximum; click
+  one (or Enter) to open it in the head view;
+- ``"neuron"``: for one head and query token, the query vector, each key vector, their
+  elementwise product, the score ``scale * q . k`` and the model's weight (needs
+  ``queries`` and ``keys``);
+- ``"rollout"``: attention rollout (:func:`attnkit.viz.rollout`) through each depth;
+- ``"flow"``: attention flow (:func:`attnkit.viz.attention_flow`, a max-flow per token
+  pair; computed by default up to :data:`FLOW_TOKENS` tokens).
+
+Every colour scale has a colour bar with its values; the head colours have a legend.
+Keyboard: left/right head, up/down layer, ``[``/``]`` query token, 1-6 view, ``a`` all
+heads, ``n``/``p`` sentence; in the model view the arrows move and Enter opens.
+
+Several sentences: :meth:`AttentionView.batch` (a selector in the page).
 
 Size: weights are stored at 8 bits per value (relative to each head's maximum, an error
-of at most 1/510 of that maximum) and deflate-compressed; 6 layers x 12 heads at 512
-tokens give a page of a few megabytes.
+of at most 1/510 of that maximum) and deflate-compressed; see :mod:`.page_data`.
 """
 
 from __future__ import annotations
 
-import base64
 import html
 import json
-import zlib
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from attnkit import __version__
-from attnkit.errors import ParameterError, ShapeError
-from attnkit.rollout import rollout as _rollout
-from attnkit.shapes import describe
+from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
+from attnkit.shapes import type_name
 
-from ._checks import as_weights, check_choice, check_tokens, squeeze_to
-from .plots import COLOR_SCALES, to_numpy
+from ._checks import check_choice
+from .page_sentence import FLOW_TOKENS, sentence_data
+from .plots import COLOR_SCALES
 
-__all__ = ["VIEWS", "AttentionView", "to_html"]
+__all__ = ["FLOW_TOKENS", "VIEWS", "AttentionView", "to_html"]
 
-#: The page's two views: lines between tokens, and the heatmap.
-VIEWS = ("lines", "heatmap")
-_HEAD_CHOICES = ("mean", "max", "all")
-
-
-def _as_stack(weights: Any) -> tuple[Any, Any]:
-    """(xp, weights as (N, H, L, S)): one head (L, S) and one layer (H, L, S) are lifted."""
-    xp, w = as_weights("weights", weights)
-    if w.ndim in (2, 3):
-        return xp, xp.reshape(w, (1,) * (4 - w.ndim) + tuple(w.shape))  # (N, H, L, S)
-    fix = "pass one sequence: (N, H, L, S), one layer (H, L, S) or one head (L, S)."
-    return xp, squeeze_to("weights", xp, w, 4, "(N, H, L, S)", fix)
+#: The page's views (``"lines"`` is accepted as the head view's former name).
+VIEWS = ("head", "heatmap", "model", "neuron", "rollout", "flow")
+_SCRIPTS = ("page_core", "page_lines", "page_heat", "page_model", "page_neuron", "page_main")
+_COMBINE = {"all": "colour", "mean": "mean", "max": "max"}
+_SENTENCE_KEYS = {"weights", "tokens", "key_tokens", "queries", "keys", "scale", "name"}
 
 
-def _quantize(xp: Any, w: Any) -> tuple[bytes, list[float]]:
-    """(uint8 bytes of (heads, L, S), each head's maximum): value ~ byte / 255 * maximum."""
-    w = xp.where(xp.isnan(w), xp.zeros_like(w), w)
-    w = xp.where(w > 0, w, xp.zeros_like(w))  # weights are >= 0; clip stray negatives
-    top = xp.max(w, axis=(-2, -1), keepdims=True)  # (H, 1, 1)
-    safe = xp.where(top > 0, top, xp.ones_like(top))
-    scaled = xp.round(w / safe * 255.0)  # (H, L, S) in 0 .. 255
-    codes = to_numpy(xp, xp.astype(scaled, xp.uint8))
-    scales = to_numpy(xp, xp.reshape(top, (-1,)))
-    return codes.tobytes(), [float(s) for s in scales.tolist()]
+def _index(name: str, value: Any, count: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < count:
+        raise ParameterError(f"{name} must be an int in 0..{count - 1} ({what}), got {value!r}.")
+    return value
 
 
 class AttentionView:
@@ -73,16 +72,25 @@ class AttentionView:
             one layer ``(H, L, S)`` or one head ``(L, S)``; NumPy, PyTorch or JAX.
         tokens: L query labels (default positions); also the key labels when S == L.
         key_tokens: S key labels, when the keys are other tokens.
+        queries, keys: the neuron view's vectors, ``(N, H, L, E)`` and ``(N, Hkv, S, E)``
+            (H a multiple of Hkv), as the scores use them (after rotary embeddings).
+        scale: the score's factor, ``score = scale * q . k``; default ``1/sqrt(E)``.
         title: the page title.
-        rollout: add the attention rollout (``attnkit.viz.rollout``, one entry per depth)
-            as a last "layer"; default: when L == S.
-        layer, head, view: what the page shows first: a layer index (``N`` is the
-            rollout), a head index or ``"mean"``, ``"max"``, ``"all"``, and
-            ``"lines"`` or ``"heatmap"``.
+        rollout: include the attention rollout; default: when L == S.
+        flow: include the attention flow; default: when L == S <= :data:`FLOW_TOKENS`.
+        layer: the layer shown first (default 0); for the rollout and flow views their
+            depth (default: through the last layer).
+        head: the head shown first, or ``"all"`` (every head, by colour), ``"mean"``,
+            ``"max"``.
+        heads: a subset of heads shown first (combined as ``head`` says, default by
+            colour), instead of ``head``.
+        view: the view shown first, one of :data:`VIEWS`.
+        query: the neuron view's first query token.
         color_scale: ``"linear"`` (colour proportional to the weight) or ``"sqrt"``
             (brightens weak weights: long inputs); the page can switch it.
-        compress: deflate the weights (the page then needs DecompressionStream: Chrome 80,
+        compress: deflate the data (the page then needs DecompressionStream: Chrome 80,
             Firefox 113, Safari 16.4 or newer); False makes a larger page for any browser.
+        name: the sentence's name in the page (several sentences: :meth:`batch`).
     """
 
     def __init__(
@@ -91,91 +99,188 @@ class AttentionView:
         tokens: Any = None,
         *,
         key_tokens: Any = None,
+        queries: Any = None,
+        keys: Any = None,
+        scale: float | None = None,
         title: str = "attention",
         rollout: bool | None = None,
-        layer: int = 0,
+        flow: bool | None = None,
+        layer: int | None = None,
         head: int | str = 0,
-        view: str = "lines",
+        heads: Sequence[int] | None = None,
+        view: str = "head",
+        query: int = 0,
         color_scale: str = "linear",
         compress: bool = True,
+        name: str | None = None,
     ) -> None:
-        xp, w = _as_stack(weights)
-        N, H, L, S = w.shape
-        q = check_tokens("tokens", tokens, L, "queries (axis -2)")
-        same = key_tokens is None and tokens is not None and L == S
-        k = q if same else check_tokens("key_tokens", key_tokens, S, "keys (axis -1)")
-        with_rollout = (L == S) if rollout is None else bool(rollout)
-        if with_rollout and L != S:
-            raise ShapeError(
-                f"rollout=True needs self-attention (L == S), got weights {describe(w)}; "
-                "pass rollout=False."
+        one = {"weights": weights, "tokens": tokens, "key_tokens": key_tokens}
+        one.update(queries=queries, keys=keys, scale=scale, name=name)
+        self._build([one], title, rollout, flow, compress)
+        self._initial(0, layer, head, heads, view, query, color_scale)
+
+    @classmethod
+    def batch(
+        cls,
+        sentences: Sequence[dict[str, Any]],
+        *,
+        names: Sequence[str] | None = None,
+        title: str = "attention",
+        rollout: bool | None = None,
+        flow: bool | None = None,
+        sentence: int = 0,
+        layer: int | None = None,
+        head: int | str = 0,
+        heads: Sequence[int] | None = None,
+        view: str = "head",
+        query: int = 0,
+        color_scale: str = "linear",
+        compress: bool = True,
+    ) -> AttentionView:
+        """One page for several sentences, selectable in the page (keys ``n``/``p``).
+
+        Each sentence is a dict with ``weights`` and optionally ``tokens``, ``key_tokens``,
+        ``queries``, ``keys``, ``scale``, ``name`` (the arguments of one view); the
+        sentences may differ in length (no padding needed) but not in layers and heads.
+        ``names`` (default: each dict's ``name``, else ``"sentence i"``) label them;
+        ``sentence`` is the one shown first. The other options are the constructor's.
+        """
+        if isinstance(sentences, (str, dict)) or not isinstance(sentences, Sequence):
+            raise ArgumentTypeError(
+                "sentences must be a list of dicts (weights=..., tokens=..., ...), got "
+                f"{type_name(sentences)}."
             )
+        if not sentences:
+            raise ShapeError("sentences is empty; pass at least one sentence's weights.")
+        items = []
+        for i, item in enumerate(sentences):
+            if not isinstance(item, dict) or "weights" not in item:
+                raise ArgumentTypeError(
+                    f"sentences[{i}] must be a dict with at least 'weights', got "
+                    f"{type_name(item)}"
+                    + (f" with keys {sorted(item)}" if isinstance(item, dict) else "")
+                    + "."
+                )
+            unknown = set(item) - _SENTENCE_KEYS
+            if unknown:
+                raise ParameterError(
+                    f"sentences[{i}] has unknown keys {sorted(unknown)}; the keys are weights, "
+                    "tokens, key_tokens, queries, keys, scale, name."
+                )
+            items.append(dict(item))
+        if names is not None:
+            if isinstance(names, str) or len(names) != len(items):
+                raise ShapeError(
+                    f"names must be a list of {len(items)} strings (one per sentence), got "
+                    f"{names!r}."
+                )
+            for item, label in zip(items, names, strict=True):
+                item["name"] = str(label)
+        view_ = cls.__new__(cls)
+        view_._build(items, title, rollout, flow, compress)
+        start = _index("sentence", sentence, len(items), "the sentence shown first")
+        view_._initial(start, layer, head, heads, view, query, color_scale)
+        return view_
+
+    def _build(
+        self, items: list[dict[str, Any]], title: Any, rollout: Any, flow: Any, compress: Any
+    ) -> None:
+        self.title = str(title)
+        self._sentences = []
+        shapes = []
+        for i, item in enumerate(items):
+            label = item.pop("name", None) or (f"sentence {i}" if len(items) > 1 else "text")
+            data, shape = sentence_data(
+                **item, name=str(label), rollout=rollout, flow=flow, compress=bool(compress)
+            )
+            if shapes and shape[:2] != shapes[0][:2]:
+                raise ShapeError(
+                    f"sentence {i} has {shape[0]} layers x {shape[1]} heads but sentence 0 "
+                    f"has {shapes[0][0]} x {shapes[0][1]}; one page shows one model."
+                )
+            self._sentences.append(data)
+            shapes.append(shape)
+        self._shapes = shapes
+        self.shape = shapes[0]
+        self._encoding = "u8-deflate" if compress else "u8"
+
+    def _initial(
+        self,
+        sentence: int,
+        layer: Any,
+        head: Any,
+        heads: Any,
+        view: Any,
+        query: Any,
+        color_scale: Any,
+    ) -> None:
+        N, H, L, _ = self._shapes[sentence]
+        data = self._sentences[sentence]
+        view = "head" if view == "lines" else view
         check_choice("view", view, VIEWS)
         check_choice("color_scale", color_scale, COLOR_SCALES)
-        layers = N + int(with_rollout)
-        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < layers:
-            extra = f" ({N} is the rollout)" if with_rollout else ""
-            raise ParameterError(f"layer must be an int in 0..{layers - 1}{extra}, got {layer!r}.")
-        heads = N if with_rollout and layer == N else H
-        if isinstance(head, str):
-            check_choice("head", head, tuple(str(h) for h in range(heads)) + _HEAD_CHOICES)
-        elif isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < heads:
+        if view == "neuron" and data["vectors"] is None:
             raise ParameterError(
-                f"head must be an int in 0..{heads - 1} or one of 'mean', 'max', 'all', "
-                f"got {head!r}."
+                "view='neuron' needs the query and key vectors: pass queries (N, H, L, E) "
+                "and keys (N, Hkv, S, E) (attnkit viz records them)."
             )
-        if head in _HEAD_CHOICES and (H == 1 or layer == N):
-            head = 0  # one head (or the rollout): nothing to combine
-        entries = []
-        for n in range(N):
-            entries.append(
-                self._entry(
-                    xp,
-                    w[n],
-                    f"layer {n}",
-                    [f"head {h}" for h in range(H)],
-                    aggregates=True,
-                    compress=compress,
+        missing = {"rollout": data["rollout"] is None, "flow": not data["flow"].get("data")}
+        if missing.get(view):
+            why = data["flow"].get("note", "") if view == "flow" else "it needs L == S"
+            raise ParameterError(f"view={view!r} is not in this page ({why}); pick another view.")
+        depths = N if view == "rollout" else len(data["flow"].get("heads", [])) or 1
+        depth = N - 1  # the rollout through the last layer; the page clamps it for the flow
+        if view in ("rollout", "flow"):
+            depth = depths - 1 if layer is None else layer
+            depth = _index("layer", depth, depths, f"the {view}'s depth")
+        else:
+            layer = 0 if layer is None else layer
+            _index("layer", layer, N, f"the weights have {N} layer(s)")
+        combine = "colour"
+        if heads is not None:
+            if isinstance(heads, (str, bytes)) or not isinstance(heads, Sequence):
+                raise ArgumentTypeError(f"heads must be a list of head indices, got {heads!r}.")
+            chosen = sorted({_index("heads[...]", h, H, f"{H} heads") for h in heads})
+            if head in _COMBINE:
+                combine = _COMBINE[head]
+        elif isinstance(head, str):
+            check_choice("head", head, tuple(_COMBINE))
+            chosen, combine = list(range(H)), _COMBINE[head]
+        else:
+            if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < H:
+                raise ParameterError(
+                    f"head must be an int in 0..{H - 1} or one of 'mean', 'max', 'all', "
+                    f"got {head!r}."
                 )
-            )
-        if with_rollout:
-            r = _rollout(w, all_layers=True)  # (N, L, L)
-            names = [f"through layer {n}" for n in range(N)]
-            entries.append(
-                self._entry(xp, r, "rollout", names, aggregates=False, compress=compress)
-            )
-        self.title = str(title)
-        self.shape = (N, H, L, S)
-        self._payload = {
-            "meta": f"{N} layer(s) x {H} head(s), {L} queries x {S} keys"
-            + (", rollout" if with_rollout else ""),
-            "queries": q,
-            "keys": k,
-            "encoding": "u8-deflate" if compress else "u8",
-            "layers": entries,
-            "initial": {"layer": layer, "head": str(head), "view": view, "scale": color_scale},
+            chosen = [head]
+        q = _index("query", query, max(L, 1), f"{L} query tokens")
+        self._start = {
+            "sentence": sentence,
+            "view": view,
+            "layer": 0 if view in ("rollout", "flow") else layer,
+            "depth": depth,
+            "heads": chosen,
+            "combine": combine,
+            "query": q,
+            "focus": [0 if view in ("rollout", "flow") else layer, chosen[0] if chosen else 0],
+            "scale": color_scale,
         }
 
-    @staticmethod
-    def _entry(
-        xp: Any, w: Any, name: str, heads: list[str], *, aggregates: bool, compress: bool
-    ) -> dict[str, Any]:
-        codes, scales = _quantize(xp, w)
-        if compress:
-            codes = zlib.compress(codes, 6)
-        data = base64.b64encode(codes).decode("ascii")
+    @property
+    def _payload(self) -> dict[str, Any]:
         return {
-            "name": name,
-            "heads": heads,
-            "scales": scales,
-            "aggregates": aggregates,
-            "data": data,
+            "version": 2,
+            "encoding": self._encoding,
+            "sentences": self._sentences,
+            "initial": self._start,
         }
 
     def to_html(self) -> str:
         """The whole page as one string (UTF-8 text, no external references)."""
-        page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
-        script = resources.files(__package__).joinpath("page.js").read_text(encoding="utf-8")
+        files = resources.files(__package__)
+        page = files.joinpath("page.html").read_text(encoding="utf-8")
+        parts = [files.joinpath(f"{name}.js").read_text(encoding="utf-8") for name in _SCRIPTS]
+        script = '(function () {\n"use strict";\n' + "\n".join(parts) + "\n})();"
         # "<" escaped: no token can close the <script> element that holds the data.
         payload = json.dumps(self._payload, ensure_ascii=False).replace("<", "\\u003c")
         return (
@@ -194,7 +299,7 @@ class AttentionView:
     def _repr_html_(self) -> str:
         """Jupyter's inline display: the page in an iframe (its own scripts and ids)."""
         L, S = self.shape[2:]
-        height = min(900, 160 + 16 * max(L, S))
+        height = min(900, 220 + 16 * max(L, S))
         return (
             f'<iframe srcdoc="{html.escape(self.to_html(), quote=True)}" '
             f'style="width: 100%; height: {height}px; border: 0" '
@@ -203,7 +308,8 @@ class AttentionView:
 
     def __repr__(self) -> str:
         N, H, L, S = self.shape
-        return f"AttentionView({self.title!r}, layers={N}, heads={H}, L={L}, S={S})"
+        more = f", sentences={len(self._sentences)}" if len(self._sentences) > 1 else ""
+        return f"AttentionView({self.title!r}, layers={N}, heads={H}, L={L}, S={S}{more})"
 
 
 def to_html(weights: Any, tokens: Any = None, **options: Any) -> str:
