@@ -656,7 +656,9 @@ def test_bench_approx_workers_run_in_the_callers_environment(monkeypatch, growth
         seen.update(kwargs["env"])
         return real_run(*args, **kwargs)
 
-    monkeypatch.setattr(approx_worker.subprocess, "run", spy)
+    from attnkit.app.bench import child
+
+    monkeypatch.setattr(child.subprocess, "run", spy)
     job = ApproxJob("numpy", Method("linformer mean", 8), 96, 2)
     m = approx_worker.run_job(dataclasses.replace(job, growth_of=growth_of), isolated=True)
     assert m.error is None, m.error

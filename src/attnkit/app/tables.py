@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["table"]
+__all__ = ["milliseconds", "table"]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -16,3 +16,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     rule = "  ".join("-" * w for w in widths)
     body = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     return "\n".join([line, rule, *body])
+
+
+def milliseconds(seconds: float, digits: int = 3) -> str:
+    """``seconds`` in milliseconds to ``digits`` significant digits: ``"12.3 ms"``."""
+    return f"{1000 * seconds:.{digits}g} ms"

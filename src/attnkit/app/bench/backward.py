@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -40,8 +39,9 @@ from typing import Any
 import attnkit as ak
 from attnkit import backends
 
-from ..tables import table
+from ..tables import milliseconds, table
 from .cases import BATCH, HEAD_DIM, HEADS
+from .child import print_result, run_module
 from .measure import peak_rss_bytes, timed
 
 __all__ = [
@@ -221,24 +221,12 @@ def _measure(job: GradJob) -> GradResult:
 
 def run_job(job: GradJob, timeout_s: float = 3600.0) -> GradResult:
     """Measure ``job`` in a fresh interpreter (its own peak memory)."""
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "attnkit.app.bench.backward"],
-            input=json.dumps(asdict(job)),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return GradResult(job, error=f"worker timed out after {timeout_s:.0f} s")
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(_RESULT_MARK):
-            data = json.loads(line[len(_RESULT_MARK) :])
-            return GradResult(**{**data, "job": job})
-    why = "killed (out of memory?)" if proc.returncode in (-9, 137) else "gave no result"
-    tail = (proc.stderr.strip().splitlines() or [""])[-1][:200]
-    return GradResult(job, error=f"worker {why}, exit {proc.returncode}: {tail}".rstrip(": "))
+    data, why = run_module(
+        "attnkit.app.bench.backward", _RESULT_MARK, asdict(job), timeout_s=timeout_s
+    )
+    if why:
+        return GradResult(job, error=why)
+    return GradResult(**{**data, "job": job})
 
 
 @dataclass(frozen=True)
@@ -392,7 +380,7 @@ def verdicts(
 
 
 def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{1000 * seconds:.4g} ms"
+    return "-" if seconds is None else milliseconds(seconds, 4)
 
 
 def run(
@@ -448,10 +436,7 @@ def main() -> int:
     stdout."""
     job = GradJob(**json.loads(sys.stdin.read()))
     result = measure(job)
-    print(
-        _RESULT_MARK + json.dumps({k: v for k, v in asdict(result).items() if k != "job"}),
-        flush=True,
-    )
+    print_result(_RESULT_MARK, {k: v for k, v in asdict(result).items() if k != "job"})
     return 0
 
 

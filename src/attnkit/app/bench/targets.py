@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from attnkit import backends
 
+from ..tables import milliseconds
 from .cases import Case, Job, Measurement
 
 __all__ = [
@@ -300,4 +301,4 @@ def _verdict(
 
 
 def _ms(seconds: float) -> str:
-    return f"{1000 * seconds:.3g} ms"
+    return milliseconds(seconds, 3)

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from dataclasses import asdict, replace
 
 from .cases import ATTNKIT_IMPLS, Case, Job, Measurement
+from .child import print_result, run_module
 from .measure import measure
 
 __all__ = ["HEAP_ONLY_ENV", "WORKER_ENV", "growth_job", "main", "run_job", "worker_env"]
@@ -82,26 +82,16 @@ def run_job(
     """
     if not isolated:
         return replace(measure(job), base_rss_bytes=None, peak_rss_bytes=None)
-    payload = json.dumps(asdict(job))
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "attnkit.app.bench.worker"],
-            input=payload,
-            env=worker_env(tuned=tuned, heap_only=growth_job(job)),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return Measurement(job, error=f"worker timed out after {timeout_s:.0f} s")
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(_RESULT_MARK):
-            data = json.loads(line[len(_RESULT_MARK) :])
-            return replace(Measurement.from_json(data), isolated=True)
-    why = "killed (out of memory?)" if proc.returncode in (-9, 137) else "gave no result"
-    tail = (proc.stderr.strip().splitlines() or [""])[-1][:200]
-    return Measurement(job, error=f"worker {why}, exit {proc.returncode}: {tail}".rstrip(": "))
+    data, why = run_module(
+        "attnkit.app.bench.worker",
+        _RESULT_MARK,
+        asdict(job),
+        env=worker_env(tuned=tuned, heap_only=growth_job(job)),
+        timeout_s=timeout_s,
+    )
+    if why:
+        return Measurement(job, error=why)
+    return replace(Measurement.from_json(data), isolated=True)
 
 
 def main() -> int:
@@ -109,7 +99,7 @@ def main() -> int:
     on stdout."""
     data = json.loads(sys.stdin.read())
     job = Job(**{**data, "case": Case(**data["case"])})
-    print(_RESULT_MARK + json.dumps(measure(job).to_json()), flush=True)
+    print_result(_RESULT_MARK, measure(job).to_json())
     return 0
 
 

@@ -9,10 +9,10 @@ served from glibc's heap.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from dataclasses import asdict, replace
 
+from ..child import print_result, run_module
 from ..worker import worker_env
 from .cases import ApproxJob, ApproxMeasurement, Method
 from .measure import measure
@@ -26,24 +26,16 @@ def run_job(job: ApproxJob, *, isolated: bool, timeout_s: float = 1800.0) -> App
     """Measure ``job`` in a fresh interpreter (``isolated``: valid peak memory) or here."""
     if not isolated:
         return replace(measure(job), base_rss_bytes=None, peak_rss_bytes=None)
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "attnkit.app.bench.approx.worker"],
-            input=json.dumps(asdict(job)),
-            env=worker_env(),  # the caller's environment, as a user's program runs in
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return ApproxMeasurement(job, error=f"worker timed out after {timeout_s:.0f} s")
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(_RESULT_MARK):
-            data = json.loads(line[len(_RESULT_MARK) :])
-            return replace(ApproxMeasurement.from_json(data), isolated=True)
-    tail = (proc.stderr.strip().splitlines() or [""])[-1][:200]
-    return ApproxMeasurement(job, error=f"worker gave no result, exit {proc.returncode}: {tail}")
+    data, why = run_module(
+        "attnkit.app.bench.approx.worker",
+        _RESULT_MARK,
+        asdict(job),
+        env=worker_env(),  # the caller's environment, as a user's program runs in
+        timeout_s=timeout_s,
+    )
+    if why:
+        return ApproxMeasurement(job, error=why)
+    return replace(ApproxMeasurement.from_json(data), isolated=True)
 
 
 def main() -> int:
@@ -51,7 +43,7 @@ def main() -> int:
     measurement out."""
     data = json.loads(sys.stdin.read())
     job = ApproxJob(**{**data, "method": Method(**data["method"])})
-    print(_RESULT_MARK + json.dumps(measure(job).to_json()), flush=True)
+    print_result(_RESULT_MARK, measure(job).to_json())
     return 0
 
 
