@@ -24,16 +24,19 @@ from __future__ import annotations
 
 from attnkit.rollout import AGGREGATES, aggregate, rollout
 
+from .flow import attention_flow
 from .html import VIEWS, AttentionView, to_html
-from .plots import COLOR_SCALES, FIGURE_FORMATS, head_grid, heatmap, overview, save
+from .plots import COLOR_SCALES, FIGURE_FORMATS, GRID_SCALES, head_grid, heatmap, overview, save
 
 __all__ = [
     "AGGREGATES",
     "COLOR_SCALES",
     "FIGURE_FORMATS",
+    "GRID_SCALES",
     "VIEWS",
     "AttentionView",
     "aggregate",
+    "attention_flow",
     "head_grid",
     "heatmap",
     "overview",

@@ -1,11 +1,15 @@
-"""Matplotlib drawing for :mod:`attnkit.viz`: heatmaps, head grids, layer x head overviews.
+"""Matplotlib drawing for :mod:`attnkit.viz`: the heatmap, colour scales, colour bars, saving.
 
-The only module of ``attnkit.viz`` that imports matplotlib (lazily, when a picture is
-asked for): the pictures are drawn here, from NumPy arrays that ``attnkit.viz.plots`` has
-already validated and converted (through the backend adapters' ``to_numpy``).
-Headless-safe: figures are ``matplotlib.figure.Figure`` objects made without pyplot, so
-no display, no global figure registry and no GUI backend are touched; saving uses the
-canvas of the file format (Agg for PNG).
+The only modules of ``attnkit.viz`` that import matplotlib (lazily, when a picture is
+asked for) are this one and :mod:`attnkit.viz.figures_grid` (grids of panels): the
+pictures are drawn from NumPy arrays that ``attnkit.viz.plots`` has already validated and
+converted (through the backend adapters' ``to_numpy``). Headless-safe: figures are
+``matplotlib.figure.Figure`` objects made without pyplot, so no display, no global figure
+registry and no GUI backend are touched; saving uses the canvas of the file format (Agg
+for PNG).
+
+Print sizes (issue 18, "figures fit for a paper"): a figure's size in inches is its print
+size, and no text in it is smaller than :data:`TICK_PT` points at that size.
 """
 
 from __future__ import annotations
@@ -16,13 +20,30 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["grid_figure", "heatmap_figure", "save_figure"]
+__all__ = [
+    "NOTE_PT",
+    "TICK_PT",
+    "colorbar",
+    "heatmap_figure",
+    "norm",
+    "save_figure",
+    "ticks",
+    "wrap",
+]
 
+#: Font sizes in points at print size: token tick labels (the smallest text), notes.
+TICK_PT = 6.5
+NOTE_PT = 7.0
+_LABEL_PT = 8.0
 # At most this many tick labels per axis; beyond it every k-th token is labelled.
 _MAX_TICKS = 48
+# Colour-bar ticks of the square-root scale, as fractions of its top: the low weights
+# it exists to show get ticks of their own (the default ticks are linear in the weight).
+_SQRT_TICKS = (0.0, 0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0)
 
 
-def _ticks(ax: Any, tokens: Sequence[str], axis: str, fontsize: float) -> None:
+def ticks(ax: Any, tokens: Sequence[str], axis: str, fontsize: float = TICK_PT) -> None:
+    """Label ``axis`` ("x": rotated, "y") of ``ax`` with ``tokens`` (every k-th if many)."""
     step = max(1, math.ceil(len(tokens) / _MAX_TICKS))
     positions = list(range(0, len(tokens), step))
     labels = [tokens[i] for i in positions]
@@ -30,21 +51,46 @@ def _ticks(ax: Any, tokens: Sequence[str], axis: str, fontsize: float) -> None:
         ax.set_xticks(positions, labels, rotation=90, fontsize=fontsize)
     else:
         ax.set_yticks(positions, labels, fontsize=fontsize)
+    ax.tick_params(axis=axis, length=2, pad=1.5)
 
 
-def _wrap(title: str, inches: float, fontsize: float = 12.0) -> str:
+def wrap(title: str, inches: float, fontsize: float = 12.0) -> str:
     """``title`` wrapped to the figure's width (about 1.9 characters per point-inch)."""
     width = max(20, int(inches * 72 / (0.55 * fontsize)))
     return "\n".join(textwrap.fill(line, width) for line in title.splitlines())
 
 
-def _norm(matrix: Any, scale: str) -> Any:
-    """Colour from 0 to the matrix maximum: linearly, or by square root ("sqrt")."""
+def norm(top: float, scale: str) -> Any:
+    """Colour from 0 to ``top``: linearly, or by square root (``scale="sqrt"``)."""
     from matplotlib.colors import Normalize, PowerNorm
 
-    top = float(matrix.max()) if matrix.size else 0.0
     top = top if top > 0 else 1.0
     return PowerNorm(0.5, vmin=0.0, vmax=top) if scale == "sqrt" else Normalize(0.0, top)
+
+
+def _top(matrix: Any) -> float:
+    return float(matrix.max()) if matrix.size else 0.0
+
+
+def colorbar(fig: Any, mappable: Any, axes: Any, label: str, scale: str, **kw: Any) -> Any:
+    """A colour bar for ``mappable`` beside ``axes``; its ticks are in the data's units.
+
+    The square-root scale gets ticks at 1 %, 5 %, 10 %, 25 %, ... of its top, so the weak
+    weights it spreads out can be read off the bar (still in weight units, not roots).
+    """
+    sqrt = scale == "sqrt"
+    if sqrt:  # "weight (one scale ...)" -> "weight (one scale ..., square-root colour scale)"
+        label = (label[:-1] + ", " if label.endswith(")") else label + " (") + "square-root"
+        label += " colour scale)"
+    bar = fig.colorbar(mappable, ax=axes, label=label, **kw)
+    if sqrt:
+        top = mappable.norm.vmax
+        bar.set_ticks(
+            [top * f for f in _SQRT_TICKS], labels=[f"{top * f:.2g}" for f in _SQRT_TICKS]
+        )
+    bar.ax.tick_params(labelsize=TICK_PT + 0.5)
+    bar.ax.yaxis.label.set_fontsize(_LABEL_PT)
+    return bar
 
 
 def heatmap_figure(
@@ -54,10 +100,13 @@ def heatmap_figure(
     title: str,
     cmap: str,
     scale: str = "linear",
+    colorbar_label: str = "attention weight",
 ) -> Any:
-    """One (L, S) matrix with token labels (queries down, keys across) and a colorbar.
+    """One (L, S) matrix with token labels (queries down, keys across) and a colour bar.
 
-    ``scale`` is "linear" or "sqrt" (a square-root colour scale shows weak weights).
+    ``scale`` is "linear" or "sqrt" (a square-root colour scale shows weak weights); the
+    colour runs from 0 to the matrix maximum, and the colour bar, labelled
+    ``colorbar_label``, shows that range in the matrix's units.
     """
     from matplotlib.figure import Figure
 
@@ -67,67 +116,29 @@ def heatmap_figure(
     fig = Figure(figsize=(width, height), layout="constrained")
     ax = fig.add_subplot()
     image = ax.imshow(
-        matrix, cmap=cmap, norm=_norm(matrix, scale), aspect="auto", interpolation="nearest"
+        matrix,
+        cmap=cmap,
+        norm=norm(_top(matrix), scale),
+        aspect="auto",
+        interpolation="nearest",
     )
     fontsize = 9 if max(L, S) <= 32 else 7
-    _ticks(ax, k_tokens, "x", fontsize)
-    _ticks(ax, q_tokens, "y", fontsize)
-    ax.set_xlabel("key")
-    ax.set_ylabel("query")
-    ax.set_title(_wrap(title, width - 1.5))
-    fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
-    return fig
-
-
-def grid_figure(
-    cells: Sequence[Sequence[tuple[str, Any] | None]],
-    row_labels: Sequence[str] | None,
-    q_tokens: Sequence[str],
-    k_tokens: Sequence[str],
-    title: str,
-    cmap: str,
-    scale: str = "linear",
-) -> Any:
-    """A grid of panels: ``cells[r][c]`` is ``(panel title, (L, S) matrix)`` or None (blank).
-
-    ``row_labels`` go on the left of each row. Each panel is coloured from 0 to its own
-    maximum (as in BertViz), so weak heads stay visible; token labels appear on the outer
-    panels when L and S are at most 24
-    and there are at most 8 columns.
-    """
-    from matplotlib.figure import Figure
-
-    rows, cols = len(cells), max(len(row) for row in cells)
-    L, S = len(q_tokens), len(k_tokens)
-    labelled = max(L, S) <= 24 and cols <= 8
-    side = 2.6 if labelled else 1.25
-    width = 0.8 + side * cols
-    fig = Figure(figsize=(width, 1.0 + side * rows), layout="constrained")
-    axes = fig.subplots(rows, cols, squeeze=False)
-    for r in range(rows):
-        for c in range(cols):
-            ax = axes[r][c]
-            cell = cells[r][c] if c < len(cells[r]) else None
-            if cell is None:
-                ax.set_axis_off()
-                continue
-            name, matrix = cell
-            ax.imshow(matrix, cmap=cmap, norm=_norm(matrix, scale), interpolation="nearest")
-            ax.set_xticks([])
-            ax.set_yticks([])
-            below = cells[r + 1][c] if r + 1 < rows and c < len(cells[r + 1]) else None
-            if labelled and below is None:
-                _ticks(ax, k_tokens, "x", 6)
-            if labelled and c == 0:
-                _ticks(ax, q_tokens, "y", 6)
-            if name:
-                ax.set_title(name, fontsize=8)
-            if row_labels and c == 0:
-                ax.set_ylabel(row_labels[r], fontsize=9)
-    fig.suptitle(_wrap(title, width))
+    ticks(ax, k_tokens, "x", fontsize)
+    ticks(ax, q_tokens, "y", fontsize)
+    ax.set_xlabel("key", fontsize=_LABEL_PT + 1)
+    ax.set_ylabel("query", fontsize=_LABEL_PT + 1)
+    ax.set_title(wrap(title, width - 1.5, 11.0), fontsize=11)
+    colorbar(fig, image, ax, colorbar_label, scale, shrink=0.8)
     return fig
 
 
 def save_figure(fig: Any, path: str | Path, fmt: str, dpi: int) -> None:
-    """Write ``fig`` as ``fmt`` ("png", "svg" or "pdf") to ``path``."""
-    fig.savefig(path, format=fmt, dpi=dpi)
+    """Write ``fig`` as ``fmt`` ("png", "svg" or "pdf") to ``path``.
+
+    SVG keeps text as text (``svg.fonttype="none"``), so labels stay searchable and
+    editable in a paper's figure.
+    """
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}):
+        fig.savefig(path, format=fmt, dpi=dpi)

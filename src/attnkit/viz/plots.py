@@ -3,9 +3,15 @@
 The weights may come from NumPy, PyTorch (also with ``requires_grad``, on any device) or
 JAX; they are validated here and converted to NumPy through the backend adapters
 (``attnkit.backends.for_namespace(xp).to_numpy``); the drawing itself is matplotlib code in
-:mod:`attnkit.viz.figures`, imported only when a picture is asked for. Each function returns
-a ``matplotlib.figure.Figure`` made without pyplot (no display needed); write it with
-:func:`attnkit.viz.save` or ``figure.savefig``.
+:mod:`attnkit.viz.figures` and :mod:`attnkit.viz.figures_grid`, imported only when a
+picture is asked for. Each function returns a ``matplotlib.figure.Figure`` made without
+pyplot (no display needed); write it with :func:`attnkit.viz.save` or ``figure.savefig``.
+
+Every figure has a colour bar, its ticks in the weights' units also for the square-root
+colour scale; the grids state their colour range in the figure (``scale="panel"``: each
+panel 0 to its own maximum, as BertViz, the bar in fractions of that maximum;
+``"shared"``: one range for all panels, the bar in weights) and say so when token labels
+do not fit in a panel (issue 18).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from ._checks import as_weights, check_choice, check_tokens, squeeze_to
 __all__ = [
     "COLOR_SCALES",
     "FIGURE_FORMATS",
+    "GRID_SCALES",
     "MATPLOTLIB_HINT",
     "head_grid",
     "heatmap",
@@ -37,16 +44,18 @@ __all__ = [
 FIGURE_FORMATS = ("png", "svg", "pdf")
 #: Colour scales: proportional to the weight, or to its square root (weak weights show).
 COLOR_SCALES = ("linear", "sqrt")
+#: Colour ranges of the grids: each panel 0 to its own maximum, or one range for all.
+GRID_SCALES = ("panel", "shared")
 MATPLOTLIB_HINT = 'pip install matplotlib  (or: pip install "attnkit[viz]")'
 
 
-def _plot() -> ModuleType:
+def _plot(module: str = "figures") -> ModuleType:
     if importlib.util.find_spec("matplotlib") is None:
         raise ModuleNotFoundError(
             f"attnkit.viz draws pictures with matplotlib, which is not installed: "
             f"{MATPLOTLIB_HINT}. (attnkit.viz.to_html needs nothing.)"
         )
-    return importlib.import_module("attnkit.viz.figures")
+    return importlib.import_module(f"attnkit.viz.{module}")
 
 
 def to_numpy(xp: Any, x: Any) -> Any:
@@ -73,6 +82,7 @@ def heatmap(
     title: str = "attention weights",
     cmap: str = "Blues",
     color_scale: str = "linear",
+    colorbar_label: str = "attention weight",
 ) -> Any:
     """One attention matrix as a heatmap: queries down, keys across, token labels.
 
@@ -86,11 +96,15 @@ def heatmap(
         title, cmap: the figure title and a matplotlib colormap name.
         color_scale: ``"linear"`` or ``"sqrt"`` (colour by the square root of the
             weight: weak weights show, useful when one position takes most weight).
+        colorbar_label: what the colour bar measures (e.g. ``"rollout: share of key in
+            query"`` for :func:`attnkit.viz.rollout`).
 
     Returns:
-        ``matplotlib.figure.Figure``; the colour scale runs from 0 to the matrix maximum.
+        ``matplotlib.figure.Figure``; the colour runs from 0 to the matrix maximum and the
+        colour bar shows that range in the matrix's units.
     """
     check_choice("color_scale", color_scale, COLOR_SCALES)
+    _check_label(colorbar_label)
     xp, w = as_weights("weights", weights)
     w = squeeze_to(
         "weights",
@@ -101,7 +115,8 @@ def heatmap(
         "select one head (w[..., head, :, :]) or reduce the heads first (attnkit.viz.aggregate).",
     )
     q, k = _tokens(tokens, key_tokens, *w.shape)
-    return _plot().heatmap_figure(to_numpy(xp, w), q, k, title, cmap, color_scale)
+    matrix = to_numpy(xp, w)  # (L, S)
+    return _plot().heatmap_figure(matrix, q, k, title, cmap, color_scale, colorbar_label)
 
 
 def head_grid(
@@ -114,22 +129,29 @@ def head_grid(
     names: Any = None,
     cmap: str = "Blues",
     color_scale: str = "linear",
+    scale: str = "panel",
 ) -> Any:
-    """Every head of one layer, one panel each, in a grid.
+    """Every head of one layer, one panel each, in a grid, with one colour bar.
 
     Args:
         weights: ``(H, L, S)``; leading axes of size 1 are dropped (a Hugging Face layer
             ``(1, H, L, S)`` works as it is).
-        tokens, key_tokens: as for :func:`heatmap` (labels shown when L, S <= 24 and
-            the grid has at most 8 columns).
+        tokens, key_tokens: as for :func:`heatmap`; drawn on the outer panels where one
+            label per token fits at 6.5 pt, else a note on the figure says they were left
+            out.
         columns: panels per row (default: about sqrt(H)).
         names: H panel titles (default ``"head 0"``, ``"head 1"``, ...).
         color_scale: ``"linear"`` or ``"sqrt"``, as for :func:`heatmap`.
+        scale: ``"panel"`` (default, as BertViz: each panel from 0 to its own maximum, so
+            weak heads stay visible; the colour bar reads "weight / the panel's maximum")
+            or ``"shared"`` (one range, 0 to the largest weight of all panels, so heads
+            can be compared; the colour bar is in weight units).
 
     Returns:
-        ``matplotlib.figure.Figure``; each panel is coloured from 0 to its own maximum.
+        ``matplotlib.figure.Figure`` with one colour bar and a note stating the scale.
     """
     check_choice("color_scale", color_scale, COLOR_SCALES)
+    check_choice("scale", scale, GRID_SCALES)
     xp, w = as_weights("weights", weights)
     w = squeeze_to("weights", xp, w, 3, "(H, L, S)", "pass one layer's heads.")
     H, L, S = w.shape
@@ -147,7 +169,7 @@ def head_grid(
         [(names[i], np_w[i]) if i < H else None for i in range(r * cols, (r + 1) * cols)]
         for r in range(rows)
     ]
-    return _plot().grid_figure(cells, None, q, k, title, cmap, color_scale)
+    return _plot("figures_grid").grid_figure(cells, None, q, k, title, cmap, color_scale, scale)
 
 
 def overview(
@@ -158,20 +180,27 @@ def overview(
     title: str = "attention: layers x heads",
     cmap: str = "Blues",
     color_scale: str = "linear",
+    scale: str = "panel",
 ) -> Any:
-    """Every head of every layer: one row per layer, one column per head.
+    """Every head of every layer: one row per layer, one column per head, one colour bar.
+
+    Sized for print: 12 layers x 12 heads make a figure about 12 inches wide, panel
+    titles at 7.5 pt and token labels at 6.5 pt (query labels down the first column, key
+    labels under the bottom row) where one label per token fits in a panel, else a note
+    "token labels omitted: ... draw one head with viz.heatmap".
 
     Args:
         weights: ``(N, H, L, S)`` or a list of N layers ``(H, L, S)`` (Hugging Face's
             ``output_attentions`` tuple of ``(1, H, L, S)`` works as it is).
-        tokens, key_tokens: as for :func:`heatmap` (labels shown when L, S <= 24 and
-            the grid has at most 8 columns).
+        tokens, key_tokens: as for :func:`heatmap`.
         color_scale: ``"linear"`` or ``"sqrt"``, as for :func:`heatmap`.
+        scale: ``"panel"`` (default) or ``"shared"``, as for :func:`head_grid`.
 
     Returns:
-        ``matplotlib.figure.Figure``; each panel is coloured from 0 to its own maximum.
+        ``matplotlib.figure.Figure`` with one colour bar and a note stating the scale.
     """
     check_choice("color_scale", color_scale, COLOR_SCALES)
+    check_choice("scale", scale, GRID_SCALES)
     xp, w = as_weights("weights", weights)
     w = squeeze_to("weights", xp, w, 4, "(N, H, L, S)", "pass one sequence's layers.")
     N, H, L, S = w.shape
@@ -179,7 +208,14 @@ def overview(
     np_w = to_numpy(xp, w)  # (N, H, L, S)
     cells = [[(f"head {h}" if n == 0 else "", np_w[n, h]) for h in range(H)] for n in range(N)]
     rows = [f"layer {n}" for n in range(N)]
-    return _plot().grid_figure(cells, rows, q, k, title, cmap, color_scale)
+    return _plot("figures_grid").grid_figure(cells, rows, q, k, title, cmap, color_scale, scale)
+
+
+def _check_label(label: Any) -> None:
+    if not isinstance(label, str):
+        raise ArgumentTypeError(
+            f"colorbar_label must be a str (what the colour measures), got {type_name(label)}."
+        )
 
 
 def save(picture: Any, path: str | Path, *, dpi: int = 150) -> Path:
