@@ -22,6 +22,8 @@ nox.options.sessions = [
     "conformance-strict",
     "conformance-torch",
     "conformance-jax",
+    "distributed-jax",
+    "distributed-torch",
     "demo",
     "bench",
 ]
@@ -103,7 +105,8 @@ def tests(session: nox.Session) -> None:
     """Unit tests of the package's own pieces, with every backend installed (two pytest
     workers: most tests are short and single-threaded)."""
     env = _shared(session)
-    _run(session, env, "pytest", "tests", "-q", "-rs", "-n", "2", *session.posargs)
+    args = ("pytest", "tests", "-q", "-rs", "-n", "2", "--ignore=tests/distributed")
+    _run(session, env, *args, *session.posargs)
 
 
 def _conformance(session: nox.Session, backend: str, *extra: str, env: dict | None = None) -> None:
@@ -147,6 +150,30 @@ def conformance_jax(session: nox.Session) -> None:
     env = _shared(session)
     _conformance(session, "jax", "--jit", env=env)
     _conformance(session, "jax", "--sample", "6", env=env)
+
+
+@nox.session(name="distributed-jax", venv_backend="none")
+def distributed_jax(session: nox.Session) -> None:
+    """Sequence and batch/head parallel attention over JAX devices: 4 host devices in one
+    process (XLA_FLAGS set before JAX starts), and 2 processes x 2 devices through
+    jax.distributed (tests/distributed/test_jax_*.py; the rest of the suite keeps one
+    device)."""
+    env = {**_shared(session), "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    files = sorted(str(f) for f in Path("tests/distributed").glob("test_jax_*.py"))
+    if not files:
+        session.error("no tests/distributed/test_jax_*.py: nothing to run")
+    _run(session, env, "pytest", *files, "-q", "-rs", *session.posargs)
+
+
+@nox.session(name="distributed-torch", venv_backend="none")
+def distributed_torch(session: nox.Session) -> None:
+    """Ring and Ulysses attention over torch.distributed: gloo processes started by the
+    tests (tests/distributed/test_torch_*.py)."""
+    env = _shared(session)
+    files = sorted(str(f) for f in Path("tests/distributed").glob("test_torch_*.py"))
+    if not files:
+        session.error("no tests/distributed/test_torch_*.py: nothing to run")
+    _run(session, env, "pytest", *files, "-q", "-rs", *session.posargs)
 
 
 FUZZ_RUNS = (

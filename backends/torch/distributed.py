@@ -1,0 +1,109 @@
+"""Attention over torch.distributed processes: ring and Ulysses sequence parallelism, and
+batch/head parallelism through DTensor.
+
+Each process passes its local shard, the sequence on axis -2, and gets its local output
+shard; every process of ``group`` must call with shards of one shape and the same
+arguments (checked before any work). Shape legend: ``...`` leading dims, Hq/Hkv heads,
+P processes, L/S whole query/key lengths, E features, Ev value features::
+
+    query (..., Hq, L/P, E)   key (..., Hkv, S/P, E)   value (..., Hkv, S/P, Ev)
+    -> out (..., Hq, L/P, Ev), the rows this process holds, in its layout
+
+Layouts (P = 2, L = 8; the positions each rank holds, in its local order)::
+
+    contiguous   rank 0: 0 1 2 3           rank 1: 4 5 6 7
+    zigzag       rank 0: 0 1 | 6 7         rank 1: 2 3 | 4 5
+
+``layout="zigzag"`` means the caller's shards are already in zigzag order (rank r holds
+chunks r and 2P-1-r of 2P equal chunks: balanced causal work); :func:`zigzag_shard` and
+:func:`zigzag_unshard` convert. The ring (K/V blocks travel to rank r + 1 each step)::
+
+    step 0: rank r attends its own K/V block     rank 0 -> rank 1 -> ... -> rank P-1
+    step t: rank r holds the block of rank r-t     ^________________________|
+
+Gathered over the processes the result equals (float64 to ~1e-12) the one-process core::
+
+    attnkit.scaled_dot_product_attention(q_all, k_all, v_all, **core_kwargs)
+
+with the core's keyword arguments (``is_causal``, ``scale``, ``enable_gqa``,
+``causal_alignment``, ``window``, ``q_offset``/``kv_offset`` of the whole call,
+``attn_mask`` as an :mod:`attnkit.masks` structure, ``score_mod``, ``impl``,
+``block_size``); no dropout, weights or lse. Fully masked rows give exactly 0 output and
+0 gradient, never NaN.
+
+Run it with ``torchrun --standalone --nproc-per-node=4 script.py``::
+
+    import torch, torch.distributed as dist
+    from attnkit.backends.torch.distributed import ring_attention, zigzag_shard
+    dist.init_process_group("gloo")          # "nccl" with one GPU per process
+    r, P = dist.get_rank(), dist.get_world_size()
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 4, 1024, 64, generator=g) for _ in range(3))
+    ql, kl, vl = (zigzag_shard(x, r, P).requires_grad_() for x in (q, k, v))
+    out = ring_attention(ql, kl, vl, is_causal=True)      # (1, 4, 1024 / P, 64)
+    out.sum().backward()                                  # ql.grad: this shard's dq
+
+Batch/head parallel (no sequence split) needs no collective: shard batch or heads with
+DTensor and run the unchanged core on the local tensors (tested in
+tests/distributed/test_torch_distributed.py)::
+
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+    mesh = init_device_mesh("cpu", (P,))
+    qd, kd, vd = (distribute_tensor(x, mesh, [Shard(1)]) for x in (q, k, v))  # heads
+    out_local = attnkit.scaled_dot_product_attention(
+        qd.to_local(), kd.to_local(), vd.to_local(), is_causal=True)  # (1, 4/P, L, 64)
+    out = DTensor.from_local(out_local, mesh, [Shard(1)])  # (1, 4, L, 64) sharded on heads
+    out.full_tensor()                                      # equal to the core on q, k, v
+
+Several hosts: the same script under ``torchrun --nnodes=N --nproc-per-node=G
+--rdzv-endpoint=host:port``; nothing here depends on processes sharing a machine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .distributed_checks import check_call
+from .distributed_layout import zigzag_shard, zigzag_unshard
+from .distributed_ring import ring_function
+from .distributed_ulysses import ulysses_function
+
+__all__ = ["ring_attention", "ulysses_attention", "zigzag_shard", "zigzag_unshard"]
+
+
+def ring_attention(
+    query: Any, key: Any, value: Any, *, group: Any = None, layout: str = "zigzag", **kwargs: Any
+) -> Any:
+    """Ring attention: this process's output shard (..., Hq, L/P, Ev).
+
+    K/V shards travel around the ring (``dist.batch_isend_irecv``); each step's partial
+    is the core's ``scaled_dot_product_attention(..., return_lse=True, q_offset,
+    kv_offset)`` and partials merge with :func:`attnkit.merge_partials`. A step whose key
+    block lies wholly outside the query shard's causal/window/mask region is skipped.
+    The backward pass (a ``torch.autograd.Function``) saves only q, k, v, out and lse,
+    rotates K, V, dK, dV and uses the core's backward from (out, lse), so per-process
+    memory falls as 1/P in both passes. Any head count; L/P and S/P even for zigzag.
+
+    Raises (on every rank, before any work): ``ShapeError`` when processes disagree on
+    shapes or arguments (pad to a multiple of P, 2P for zigzag), ``DeviceMismatchError``
+    for tensors on a device the group's backend does not carry, ``ParameterError`` for
+    unsupported arguments, and the core's own errors.
+    """
+    call = check_call("ring_attention", query, key, value, group, layout, kwargs)
+    return ring_function(call, layout, query, key, value)
+
+
+def ulysses_attention(
+    query: Any, key: Any, value: Any, *, group: Any = None, layout: str = "zigzag", **kwargs: Any
+) -> Any:
+    """Ulysses attention: this process's output shard (..., Hq, L/P, Ev).
+
+    An all-to-all turns sequence shards into head shards (..., H/P, L, E), the unchanged
+    core attends over the whole sequence, and a second all-to-all returns the sequence
+    shard; both are differentiable. Hq and Hkv must divide by P (``ShapeError``
+    otherwise, suggesting :func:`ring_attention`); memory per process is O(L) per head
+    group, not O(L/P). The same layouts, arguments and errors as :func:`ring_attention`.
+    """
+    call = check_call("ulysses_attention", query, key, value, group, layout, kwargs)
+    return ulysses_function(call, layout, query, key, value)

@@ -1,0 +1,165 @@
+"""Ring attention over torch.distributed: a ``torch.autograd.Function`` whose forward and
+backward pass K/V blocks around the ring with ``dist.batch_isend_irecv``.
+
+Rank r holds its query, key and value shard (pieces of absolute positions,
+:mod:`.distributed_layout`). In step t = 0 .. P-1 it holds the key/value shard of rank
+(r - t) mod P and sends what it holds to rank r + 1 while computing::
+
+    forward   (o_ij, lse_ij) = attnkit.scaled_dot_product_attention(q_i, k_j, v_j,
+                  return_lse=True, q_offset=pos(q_i), kv_offset=pos(k_j), ...)
+              (out_i, lse_i) = attnkit.merge_partials([out_i, o_ij], [lse_i, lse_ij])
+    backward  (dq_ij, dk_j, dv_j) = attnkit.partial_backward.partial_attention_vjp(
+                  q_i, k_j, v_j, out_i, lse_i, d_out_i, ...)
+              dq_i += dq_ij;  dK, dV of the held shard += dk_j, dv_j, and dK, dV travel
+              with K, V (one more hop at the end brings them home)
+
+for every pair (query piece i, key piece j) that the causal/window/mask rule does not
+leave empty. Saved for backward: the local q, k, v, the merged output and lse (O(N/P)),
+so both passes' memory divides by P. Rows with nothing to attend: output 0, lse -inf,
+gradient 0 (the core's merge and backward are NaN-free there).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+import attnkit as ak
+from attnkit.partial_backward import partial_attention_vjp
+
+from .distributed_checks import Call
+from .distributed_layout import Piece, pair_is_empty, ring_structure, shard_pieces
+
+__all__ = ["ring_function"]
+
+
+def ring_function(call: Call, layout: str, q: Any, k: Any, v: Any) -> Any:
+    """The local output shard (..., Hq, N/P, Ev) of ring attention, differentiable."""
+    return _Ring.apply(_Plan(call, layout), q, k, v)
+
+
+class _Plan:
+    """Pieces, offsets and the non-empty (query piece, key piece) pairs of every step."""
+
+    def __init__(self, call: Call, layout: str) -> None:
+        kw = dict(call.kwargs)
+        self.call, P, r = call, call.world, call.rank
+        q_off, kv_off = kw.pop("q_offset", 0), kw.pop("kv_offset", 0)
+        if kw.pop("causal_alignment", "top_left") == "bottom_right":
+            q_off += call.S - call.L  # bottom_right = top_left with q_offset + S - L
+        self.q_offset, self.kv_offset = q_off, kv_off
+        self.core = kw  # is_causal, scale, enable_gqa, window, attn_mask, impl, ...
+        self.q_pieces = shard_pieces(layout, P, call.L)[r]
+        kv_all = shard_pieces(layout, P, call.S)
+        rule = ring_structure(kw.get("is_causal", False), kw.get("window"), kw.get("attn_mask"))
+        # steps[t]: (query piece i, key piece of the shard held in step t) pairs that do work
+        self.steps: list[list[tuple[int, Piece]]] = []
+        for t in range(P):
+            held = kv_all[(r - t) % P]
+            self.steps.append([(i, kp) for i, qp in enumerate(self.q_pieces)
+                               for kp in held
+                               if not pair_is_empty(rule, qp, kp, q_off, kv_off)])  # fmt: skip
+        self.kv_pieces = kv_all
+
+    def offsets(self, qp: Piece, kp: Piece) -> dict[str, Any]:
+        return {"q_offset": self.q_offset + qp.start, "kv_offset": self.kv_offset + kp.start}
+
+
+def _rows(x: Any, piece: Piece) -> Any:
+    return x[..., piece.local : piece.local + piece.length, :]  # (..., n_piece, E)
+
+
+def _exchange(call: Call, tensors: list[Any]) -> tuple[list[Any], list[Any]]:
+    """Post sends of ``tensors`` to rank r + 1 and receives of as many from rank r - 1
+    (group ranks); returns (buffers, requests): wait on the requests before reading."""
+    g, P, r = call.group, call.world, call.rank
+    nxt, prv = dist.get_global_rank(g, (r + 1) % P), dist.get_global_rank(g, (r - 1) % P)
+    sent = [t.contiguous() for t in tensors]  # kept alive until the requests finish
+    bufs = [torch.empty_like(t) for t in sent]
+    ops = [dist.P2POp(dist.isend, t, nxt, g) for t in sent]
+    ops += [dist.P2POp(dist.irecv, b, prv, g) for b in bufs]
+    reqs = dist.batch_isend_irecv(ops)
+    return bufs, [*reqs, sent]
+
+
+def _wait(reqs: list[Any]) -> None:
+    for req in reqs[:-1]:
+        req.wait()
+
+
+class _Ring(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, plan: _Plan, q: Any, k: Any, v: Any) -> Any:
+        call, p = plan.call, plan.call.local
+        lead = tuple(p.out_lead)  # (..., Hq)
+        outs: list[Any] = [None] * len(plan.q_pieces)
+        lses: list[Any] = [None] * len(plan.q_pieces)
+        k_cur, v_cur = k, v
+        for t, pairs in enumerate(plan.steps):
+            pending = _exchange(call, [k_cur, v_cur]) if t < call.world - 1 else None
+            for i, kp in pairs:
+                qp = plan.q_pieces[i]
+                o, lse = ak.scaled_dot_product_attention(
+                    _rows(q, qp),
+                    _rows(k_cur, kp),
+                    _rows(v_cur, kp),
+                    return_lse=True,
+                    **plan.core,
+                    **plan.offsets(qp, kp),
+                )  # (..., Hq, n_i, Ev), (..., Hq, n_i)
+                o = o.to(lse.dtype)  # accumulate in the compute dtype (float32 for 16-bit)
+                if outs[i] is None:
+                    outs[i], lses[i] = o, lse
+                else:
+                    outs[i], lses[i] = ak.merge_partials([outs[i], o], [lses[i], lse])
+            if pending is not None:
+                (k_cur, v_cur), reqs = pending
+                _wait(reqs)
+        cd = p.compute_dtype
+        for i, qp in enumerate(plan.q_pieces):
+            if outs[i] is None:  # no key anywhere in reach: output 0, lse -inf
+                outs[i] = q.new_zeros((*lead, qp.length, p.Ev), dtype=cd)
+                lses[i] = q.new_full((*lead, qp.length), -math.inf, dtype=cd)
+        out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)  # (..., Hq, N/P, Ev)
+        lse = lses[0] if len(lses) == 1 else torch.cat(lses, dim=-1)  # (..., Hq, N/P)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.plan = plan
+        return out.to(p.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, d_out: Any) -> tuple[Any, ...]:
+        q, k, v, out, lse = ctx.saved_tensors
+        plan: _Plan = ctx.plan
+        call, cd = plan.call, plan.call.local.compute_dtype
+        dq = torch.zeros(q.shape, dtype=cd, device=q.device)
+        dk_cur = torch.zeros(k.shape, dtype=cd, device=k.device)
+        dv_cur = torch.zeros(v.shape, dtype=cd, device=v.device)
+        k_cur, v_cur = k, v
+        for t, pairs in enumerate(plan.steps):
+            pending = _exchange(call, [k_cur, v_cur]) if t < call.world - 1 else None
+            for i, kp in pairs:
+                qp = plan.q_pieces[i]
+                dq_b, dk_b, dv_b = partial_attention_vjp(
+                    _rows(q, qp),
+                    _rows(k_cur, kp),
+                    _rows(v_cur, kp),
+                    _rows(out, qp),
+                    lse[..., qp.local : qp.local + qp.length],
+                    _rows(d_out, qp),
+                    **plan.core,
+                    **plan.offsets(qp, kp),
+                )  # query piece's, key piece's and value piece's shapes
+                _rows(dq, qp).add_(dq_b)
+                _rows(dk_cur, kp).add_(dk_b)
+                _rows(dv_cur, kp).add_(dv_b)
+            if pending is not None:
+                (k_cur, v_cur), reqs = pending
+                _wait(reqs)
+            if call.world > 1:  # dK, dV follow K, V one hop (the last hop brings them home)
+                (dk_cur, dv_cur), reqs = _exchange(call, [dk_cur, dv_cur])
+                _wait(reqs)
+        return None, dq.to(q.dtype), dk_cur.to(k.dtype), dv_cur.to(v.dtype)

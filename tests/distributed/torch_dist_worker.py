@@ -1,0 +1,287 @@
+"""One gloo process of the torch.distributed tests: runs every check inside one process
+group and writes ``{check: {"ok": bool, "detail": str}}`` to ``<out>/rank<r>.json``.
+
+Run by tests/distributed/test_torch_distributed.py as
+``python torch_dist_worker.py RANK WORLD INIT_FILE OUT_DIR``. Each check compares this
+rank's output and gradient shards with the one-process core on the whole sequence.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from attnkit.backends.torch.distributed import (
+    ring_attention,
+    ulysses_attention,
+    zigzag_shard,
+    zigzag_unshard,
+)
+from attnkit.backends.torch.distributed_ring import _Plan
+
+import attnkit as ak
+from attnkit.errors import DeviceMismatchError, ParameterError, ShapeError
+
+RANK, WORLD = int(sys.argv[1]), int(sys.argv[2])
+RESULTS: dict[str, dict[str, Any]] = {}
+
+
+def check(name: str) -> Callable[[Callable[[], str]], None]:
+    """Run ``fn`` now; record ok and its detail string, or the failure."""
+
+    def run(fn: Callable[[], str]) -> None:
+        try:
+            RESULTS[name] = {"ok": True, "detail": fn() or ""}
+        except Exception:  # recorded: the test prints it
+            RESULTS[name] = {"ok": False, "detail": traceback.format_exc()}
+
+    return run
+
+
+def inputs(shape_q: tuple, shape_k: tuple, dtype: Any, ev: int | None = None) -> list[Any]:
+    """q, k, v (Ev features, default E) and a cotangent for the whole sequence, equal on
+    every rank."""
+    g = torch.Generator().manual_seed(0)
+    shape_v = (*shape_k[:-1], ev or shape_k[-1])
+    q = torch.randn(shape_q, generator=g, dtype=torch.float64)
+    k = torch.randn(shape_k, generator=g, dtype=torch.float64)
+    v = torch.randn(shape_v, generator=g, dtype=torch.float64)
+    w = torch.randn((*shape_q[:-1], shape_v[-1]), generator=g, dtype=torch.float64)
+    return [x.to(dtype) for x in (q, k, v, w)]
+
+
+def shard(x: Any, layout: str) -> Any:
+    if layout == "zigzag":
+        return zigzag_shard(x, RANK, WORLD)
+    n = x.shape[-2] // WORLD
+    return x[..., RANK * n : (RANK + 1) * n, :]
+
+
+def core_grads(q: Any, k: Any, v: Any, w: Any, **kw: Any) -> list[Any]:
+    """The one-process core's output and gradients of sum(out * w)."""
+    q, k, v = (x.detach().clone().requires_grad_() for x in (q, k, v))
+    out = ak.scaled_dot_product_attention(q, k, v, **kw)
+    (out * w).sum().backward()
+    return [out.detach(), q.grad, k.grad, v.grad]
+
+
+def dist_grads(fn: Any, q: Any, k: Any, v: Any, w: Any, layout: str, **kw: Any) -> list[Any]:
+    """This rank's output shard and the gradients of its shards (sum of every rank's
+    sum(out_r * w_r))."""
+    ql, kl, vl = (shard(x, layout).detach().clone().requires_grad_() for x in (q, k, v))
+    out = fn(ql, kl, vl, layout=layout, **kw)
+    (out * shard(w, layout)).sum().backward()
+    return [out.detach(), ql.grad, kl.grad, vl.grad]
+
+
+def compare(
+    fn: Any,
+    layout: str,
+    sq: tuple,
+    sk: tuple,
+    dtype: Any,
+    tol: float,
+    ev: int | None = None,
+    **kw: Any,
+) -> str:
+    q, k, v, w = inputs(sq, sk, dtype, ev)
+    want = [shard(x, layout) for x in core_grads(q, k, v, w, **kw)]
+    got = dist_grads(fn, q, k, v, w, layout, **kw)
+    errs = []
+    for name, a, b in zip(("out", "dq", "dk", "dv"), got, want, strict=True):
+        if not bool(torch.isfinite(a).all()):
+            raise AssertionError(f"{name} has NaN/inf")
+        err = float((a - b).abs().max()) if a.numel() else 0.0
+        if not err <= tol:
+            raise AssertionError(f"{name}: max error {err:.3g} > allowed {tol:.3g}, {sq} {sk}")
+        errs.append(f"{name} {err:.2g}")
+    return ", ".join(errs)
+
+
+def low_precision(fn: Any, layout: str, **kw: Any) -> str:
+    """float32 against the float64 core: max|dist32 - gold| <= rho max|core32 - gold| +
+    floor (rho = 2 outputs, 5 gradients; floor 1e-6)."""
+    sq = sk = (1, 4, 8 * WORLD, 16)
+    q, k, v, w = inputs(sq, sk, torch.float64)
+    gold = [shard(x, layout) for x in core_grads(q, k, v, w, **kw)]
+    q32, k32, v32, w32 = (x.float() for x in (q, k, v, w))
+    core32 = [shard(x, layout) for x in core_grads(q32, k32, v32, w32, **kw)]
+    got = dist_grads(fn, q32, k32, v32, w32, layout, **kw)
+    parts = []
+    for i, name in enumerate(("out", "dq", "dk", "dv")):
+        rho = 2 if i == 0 else 5
+        err = float((got[i].double() - gold[i]).abs().max())
+        allowed = rho * float((core32[i].double() - gold[i]).abs().max()) + 1e-6
+        if not err <= allowed:
+            raise AssertionError(f"float32 {name}: error {err:.3g} > allowed {allowed:.3g}")
+        parts.append(f"{name} {err:.2g}<={allowed:.2g}")
+    return ", ".join(parts)
+
+
+def raises(kind: type, words: str, fn: Callable[[], Any]) -> str:
+    try:
+        fn()
+    except kind as e:
+        if words.lower() not in str(e).lower():
+            raise AssertionError(f"message lacks {words!r}: {e}") from e
+        return str(e)[:300]
+    raise AssertionError(f"no {kind.__name__} raised")
+
+
+def main() -> None:
+    init, out_dir = sys.argv[3], Path(sys.argv[4])
+    dist.init_process_group("gloo", init_method=init, rank=RANK, world_size=WORLD)
+    f64, n = torch.float64, 8 * WORLD  # whole lengths: 2 zigzag chunks of 4 per rank
+    T = 1e-12
+    ring, uly = ring_attention, ulysses_attention
+    check("ring_zigzag_causal_gqa")(
+        lambda: compare(ring, "zigzag", (2, 4, n, 8), (2, 2, n, 8), f64, T, is_causal=True,
+                        enable_gqa=True))  # fmt: skip
+    check("ring_contiguous_full")(
+        lambda: compare(ring, "contiguous", (1, 2, n, 8), (1, 2, n, 8), f64, T, ev=6)
+    )
+    check("ring_zigzag_causal_window")(
+        lambda: compare(ring, "zigzag", (1, 2, n, 8), (1, 2, n, 8), f64, T, is_causal=True,
+                        window=(5, 0)))  # fmt: skip
+    check("ring_contiguous_window_two_sided")(
+        lambda: compare(ring, "contiguous", (1, 2, n, 8), (1, 2, n, 8), f64, T, window=(3, 6))
+    )
+    check("ring_bottom_right_L_ne_S")(
+        lambda: compare(ring, "zigzag", (1, 2, n, 8), (1, 2, 2 * n, 8), f64, T, is_causal=True,
+                        causal_alignment="bottom_right", q_offset=3, kv_offset=1))  # fmt: skip
+    check("ring_structured_mask")(
+        lambda: compare(ring, "contiguous", (1, 2, n, 8), (1, 2, n, 8), f64, T,
+                        attn_mask=ak.masks.causal() & ak.masks.sliding_window((7, 0))))  # fmt: skip
+    check("ring_documents_causal")(
+        lambda: compare(ring, "zigzag", (1, 2, n, 8), (1, 2, n, 8), f64, T, is_causal=True,
+                        attn_mask=ak.masks.documents([5, n - 18, 13])))  # fmt: skip
+    check("ring_score_mod_alibi")(
+        lambda: compare(ring, "zigzag", (1, 4, n, 8), (1, 4, n, 8), f64, T, is_causal=True,
+                        score_mod=ak.score_mods.alibi(4)))  # fmt: skip
+
+    @check("ring_fully_masked_rows")
+    def _() -> str:
+        # causal with keys starting at position 8: queries 0..7 have no key at all (rows
+        # empty in every shard), and every other row is empty in some shards
+        kw = {"is_causal": True, "kv_offset": 8}
+        detail = compare(ring, "zigzag", (1, 2, n, 8), (1, 2, n, 8), f64, T, **kw)
+        q, k, v, w = inputs((1, 2, n, 8), (1, 2, n, 8), f64)
+        out, dq, _, _ = dist_grads(ring, q, k, v, w, "zigzag", **kw)
+        pos = shard(torch.arange(n)[:, None].double(), "zigzag")[:, 0]  # this rank's rows
+        dead = pos < 8
+        if RANK == 0 and not bool(dead.any()):
+            raise AssertionError("rank 0 holds no fully masked row")
+        if bool(out[..., dead, :].ne(0).any()) or bool(dq[..., dead, :].ne(0).any()):
+            raise AssertionError("fully masked rows are not exactly 0")
+        return f"{int(dead.sum())} dead rows exactly 0; {detail}"
+
+    check("ring_float32_zigzag_causal")(lambda: low_precision(ring, "zigzag", is_causal=True))
+    check("ulysses_zigzag_causal")(
+        lambda: compare(uly, "zigzag", (2, 4, n, 8), (2, 4, n, 8), f64, T, is_causal=True)
+    )
+    check("ulysses_contiguous_gqa_window")(
+        lambda: compare(uly, "contiguous", (1, 8, n, 8), (1, 4, n, 8), f64, T, enable_gqa=True,
+                        window=(3, 2)))  # fmt: skip
+    check("ulysses_float32")(lambda: low_precision(uly, "contiguous", is_causal=True))
+
+    @check("ring_window_skips_steps")
+    def _() -> str:
+        q, k, v, _ = inputs((1, 1, 16 * WORLD, 4), (1, 1, 16 * WORLD, 4), f64)
+        ql, kl, vl = (shard(x, "contiguous") for x in (q, k, v))
+        from attnkit.backends.torch.distributed_checks import check_call
+
+        kw = {"is_causal": True, "window": (4, 0)}
+        call = check_call("ring_attention", ql, kl, vl, None, "contiguous", kw)
+        plan = _Plan(call, "contiguous")
+        pairs = sum(len(s) for s in plan.steps)
+        limit = 1 if RANK == 0 else 2  # own block and the previous one only
+        if pairs != limit:
+            raise AssertionError(f"rank {RANK} computes {pairs} pairs, expected {limit}")
+        return f"{pairs} of {WORLD} steps computed"
+
+    @check("zigzag_roundtrip")
+    def _() -> str:
+        x = torch.arange(2 * 4 * WORLD * 3.0).reshape(2, 4 * WORLD, 3)
+        shards = [zigzag_shard(x, r, WORLD) for r in range(WORLD)]
+        if not torch.equal(zigzag_unshard(shards), x):
+            raise AssertionError("unshard(shard(x)) != x")
+        return raises(ShapeError, "pad", lambda: zigzag_shard(x[:, :-1], 0, WORLD))
+
+    @check("dtensor_batch_head_parallel")
+    def _() -> str:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+
+        q, k, v, _ = inputs((2, 4, 12, 8), (2, 4, 10, 8), f64)
+        mesh = init_device_mesh("cpu", (WORLD,))
+        qd, kd, vd = (distribute_tensor(x, mesh, [Shard(1)]) for x in (q, k, v))  # heads
+        local = ak.scaled_dot_product_attention(qd.to_local(), kd.to_local(), vd.to_local(),
+                                                is_causal=True)  # fmt: skip
+        out = DTensor.from_local(local, mesh, [Shard(1)]).full_tensor()  # (2, 4, 12, 8)
+        want = ak.scaled_dot_product_attention(q, k, v, is_causal=True)
+        err = float((out - want).abs().max())
+        if not err <= T or tuple(local.shape) != (2, 4 // WORLD, 12, 8):
+            raise AssertionError(f"error {err}, local shape {tuple(local.shape)}")
+        return f"error {err:.2g}"
+
+    # errors: raised on every rank, before any work, and the group stays usable
+    good = [shard(x, "zigzag") for x in inputs((1, 2, n, 8), (1, 2, n, 8), f64)[:3]]
+    check("error_heads_not_divisible")(
+        lambda: raises(ShapeError, "ring_attention", lambda: ulysses_attention(*good))
+    )
+
+    @check("error_processes_disagree")
+    def _() -> str:
+        q = good[0] if RANK != WORLD - 1 else good[0][..., :-2, :]  # one rank shorter
+        return raises(ShapeError, "disagree", lambda: ring_attention(q, *good[1:]))
+
+    @check("error_kwargs_disagree")
+    def _() -> str:
+        return raises(ShapeError, "pad", lambda: ring_attention(*good, is_causal=RANK == 0))
+
+    odd = [x[..., :-1, :] for x in good]
+    check("error_odd_zigzag_length")(
+        lambda: raises(ShapeError, "multiple of", lambda: ring_attention(*odd))
+    )
+
+    @check("error_wrong_device")
+    def _() -> str:
+        q = good[0].to("meta")
+        return raises(DeviceMismatchError, "gloo", lambda: ring_attention(q, *good[1:]))
+
+    @check("error_one_rank_wrong_device")
+    def _() -> str:
+        q = good[0].to("meta") if RANK == 1 else good[0]
+        kind = DeviceMismatchError if RANK == 1 else ParameterError
+        return raises(kind, "gloo", lambda: ring_attention(q, *good[1:]))
+
+    dense = torch.ones(n, n, dtype=torch.bool)
+    check("error_dense_mask")(
+        lambda: raises(
+            ParameterError, "attnkit.masks", lambda: ring_attention(*good, attn_mask=dense)
+        )
+    )
+    check("error_dropout")(
+        lambda: raises(ParameterError, "dropout", lambda: ring_attention(*good, dropout_p=0.1))
+    )
+    narrow = good[1][..., :4]
+    check("error_core_shape")(
+        lambda: raises(ShapeError, "features", lambda: ring_attention(good[0], narrow, good[2]))
+    )
+    check("group_usable_after_errors")(
+        lambda: compare(ring, "zigzag", (1, 2, n, 8), (1, 2, n, 8), f64, T, is_causal=True)
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"rank{RANK}.json").write_text(json.dumps(RESULTS))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
