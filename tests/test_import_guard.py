@@ -32,7 +32,8 @@ FORBIDDEN = ("numpy", "torch", "jax", "jaxlib", "array_api_strict", "scipy")
 ALLOWED_THIRD_PARTY = ("array_api_compat", "attnkit")
 FRAMEWORKS = ("torch", "jax", "jaxlib", "array_api_strict", "scipy")
 #: What the application may import besides the standard library and attnkit.
-APP_THIRD_PARTY = ("array_api_compat", "numpy", "rich", "matplotlib")
+#: selenium drives Chromium for ``attnkit bench --viz`` (the page's timing), not arrays.
+APP_THIRD_PARTY = ("array_api_compat", "numpy", "rich", "matplotlib", "selenium")
 
 
 def imports_of(tree: ast.AST) -> list[tuple[int, str]]:

@@ -17,8 +17,8 @@ and reports the high-water mark (``VmHWM``) minus that: the resident memory the 
 added at its peak. The workers run with ``MALLOC_MMAP_THRESHOLD_=65536`` so that freed
 large tensors leave resident memory at once. Where ``/proc`` cannot be written the
 ``ru_maxrss`` delta is used (it misses calls smaller than an earlier peak). The core's
-``--block-size`` query rows per block (default 256) keep each block's scores
-proportional to the key piece, so everything the call holds scales as L/N.
+``--block-size`` query rows per block (default 0: the core's own choice, what a user
+gets; its score blocks are bounded, at most 16 MiB, while the tensors scale as L/N).
 
 ``--json`` prints one object::
 
@@ -103,7 +103,7 @@ def _worker(args: Any) -> None:
     dtype = getattr(torch, args.dtype)
     mine = [r, 2 * P - 1 - r]  # zigzag: chunks r and 2P-1-r
     q, k, v, w = (_chunks(args, i, mine, dtype) for i in range(4))  # (1, H, L/P, E)
-    kw = {"is_causal": args.causal, "block_size": args.block_size}
+    kw = {"is_causal": args.causal, "block_size": args.block_size or None}
 
     def once(q: Any, k: Any, v: Any, w: Any) -> Any:
         if not args.backward:
@@ -143,7 +143,7 @@ def run_bench(
     dim: int = 64,
     dtype: str = "float32",
     causal: bool = True,
-    block_size: int = 256,
+    block_size: int | None = None,
     repeats: int = 3,
     timeout: float = 600.0,
 ) -> dict[str, Any]:
@@ -158,7 +158,7 @@ def run_bench(
         )
     with tempfile.TemporaryDirectory() as tmp:
         common = ["--procs", str(procs), "--length", str(length), "--heads", str(heads),
-                  "--dim", str(dim), "--dtype", dtype, "--block-size", str(block_size),
+                  "--dim", str(dim), "--dtype", dtype, "--block-size", str(block_size or 0),
                   "--repeats", str(repeats), "--init", f"file://{tmp}/rendezvous",
                   "--out", tmp, *(["--backward"] if backward else []),
                   *([] if causal else ["--no-causal"])]  # fmt: skip
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heads", type=int, default=1)
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--dtype", choices=("float32", "float64"), default="float32")
-    ap.add_argument("--block-size", type=int, default=256)
+    ap.add_argument("--block-size", type=int, default=0, help="0: the core's default")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--backward", action="store_true")
     ap.add_argument("--no-causal", dest="causal", action="store_false")

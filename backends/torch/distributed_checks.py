@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from array_api_compat import array_namespace
 
-from attnkit._validate import validate
+from attnkit.blocked.cost import DEFAULT_BLOCK_BUDGET, choose_block_size
 from attnkit.errors import (
     ArgumentTypeError,
     AttnkitError,
@@ -30,6 +30,7 @@ from attnkit.errors import (
 )
 from attnkit.masks import Geometry, Mask
 from attnkit.problem import Problem
+from attnkit.validation import check_call as validate_call
 
 from .distributed_layout import LAYOUTS, PlacedMask
 
@@ -76,6 +77,12 @@ def check_call(
     kw = {n: kwargs[n] for n in kwargs if n in _CORE}
     if isinstance(kw.get("attn_mask"), Mask):  # checked above: pieces skip the check
         kw["attn_mask"] = PlacedMask(kw["attn_mask"])
+    if kw.get("block_size") is None and local is not None:
+        # The core's own choice with its score budget divided by the processes: a block
+        # holds rows x (S / P) scores, so the blocks' memory falls as 1/P with the rest
+        # (at the same number of blocks in all as on one process).
+        budget = max(1, DEFAULT_BLOCK_BUDGET // world)
+        kw["block_size"] = choose_block_size(local, local.out_lead, None, budget=budget)
     return Call(group, rank, world, L, S, local, kw)
 
 
@@ -131,11 +138,7 @@ def _check_local(
         whole = Geometry(L, S, kw.get("q_offset", 0), kw.get("kv_offset", 0))
         mask.check(array_namespace(q), q.device, whole, "attn_mask")
         core["attn_mask"] = PlacedMask(mask)
-    local = validate(q, k, v, core.pop("attn_mask", None), 0.0, core.pop("is_causal", False),
-                     core.pop("scale", None), core.pop("enable_gqa", False), align,
-                     core.pop("window", None), False, False, core.pop("q_offset", 0),
-                     core.pop("kv_offset", 0), None, core.pop("impl", "auto"),
-                     core.pop("block_size", None), core.pop("score_mod", None))  # fmt: skip
+    local = validate_call(q, k, v, core.pop("attn_mask", None), causal_alignment=align, **core)
     if layout == "zigzag":
         for arg, x in (("query", q), ("key", k)):
             if x.shape[-2] % 2:

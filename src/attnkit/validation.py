@@ -1,0 +1,49 @@
+"""The checks of :func:`attnkit.scaled_dot_product_attention`, without the computation.
+
+For front-ends that split one call into pieces (ring and Ulysses attention over devices
+or processes, a caller's own blocking): :func:`check_call` raises exactly the errors the
+call would raise, before any work, and returns the :class:`attnkit.problem.Problem` the
+executors would work from (shapes, dtypes, the structure of the mask, the block size).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._validate import validate
+from .problem import Problem
+
+__all__ = ["check_call"]
+
+
+def check_call(
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    *,
+    causal_alignment: str = "top_left",
+    window: Any = None,
+    return_weights: bool = False,
+    return_lse: bool = False,
+    q_offset: int = 0,
+    kv_offset: int = 0,
+    rng: Any = None,
+    impl: str = "auto",
+    block_size: int | None = None,
+    score_mod: Any = None,
+) -> Problem:
+    """The :class:`Problem` of ``scaled_dot_product_attention`` with these arguments.
+
+    Shapes and semantics are the call's: query (..., Hq, L, E), key (..., Hkv, S, E),
+    value (..., Hkv, S, Ev). Raises the call's own errors (``ShapeError``,
+    ``DTypeError``, ``ParameterError``, ...), naming the argument and the fix; computes
+    nothing.
+    """
+    return validate(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                    causal_alignment, window, return_weights, return_lse, q_offset,
+                    kv_offset, rng, impl, block_size, score_mod)  # fmt: skip
