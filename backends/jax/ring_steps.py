@@ -1,0 +1,257 @@
+"""The per-device bodies of ring attention (run under ``jax.shard_map``), forward and
+backward, built on attnkit's core.
+
+Device r of P holds its query shard q_r and, at step t = 0 .. P-1, the key/value shard
+of device s = (r - t) mod P; after each step K and V move one device on (r -> r + 1,
+``jax.lax.ppermute``)::
+
+    step 0: r holds K_r      step 1: r holds K_{r-1}    ...   step P-1: r holds K_{r+1}
+
+Forward, per step: ``(o_t, lse_t) = core(q_r, K_s, V_s, return_lse=True, q_offset=...,
+kv_offset=...)`` piece by piece (:mod:`.ring_layout`), folded into the running result by
+``attnkit.merge_partials`` (NaN-free on rows empty in some steps). Backward, per step:
+``attnkit.partial_backward.partial_attention_vjp`` from the saved ``(out, lse)`` gives
+dq's share and the key shard's dK, dV, which travel with K, V and reach their home
+device after one last move. Only ``(out, lse)`` are saved beyond the inputs.
+
+Static offsets, one branch per kind of work: the offsets of step t differ per device,
+and the core needs them as Python ints (they decide the blocks it visits). Each device's
+work in step t is described statically (:meth:`RingPlan.signature`: its live pairs and
+their offsets; a pair that is fully allowed is computed without structure, so such
+pairs look alike on every device); devices with equal signatures share one branch, and
+step t is a ``jax.lax.switch`` on a table indexed by ``jax.lax.axis_index`` (no switch
+when one branch serves all). A pair the skip table marks empty is not traced at all,
+so a device whose whole step is empty runs no attention in that step (windowed ring
+attention does work proportional to the attended pairs). Causal zigzag has at most 3
+distinct branches per step (diagonal, keys earlier, keys later), whatever P is.
+
+The P steps are unrolled in Python (P is static), so there is no loop carry whose
+varying-axis type would need ``jax.lax.pcast`` (``pvary`` is gone in JAX 0.10); the
+bodies run under ``shard_map(..., check_vma=False)``, and their gradients come from the
+custom backward here, never from differentiating the ``shard_map``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import attnkit as ak
+from attnkit.partial_backward import partial_attention_vjp
+
+from .ring_layout import Piece, pair_is_empty, pair_is_full
+
+__all__ = ["Pair", "RingPlan", "ring_backward", "ring_forward"]
+
+
+#: One pair of a step's work: (query piece index, key piece index, q_offset, kv_offset),
+#: offsets None for a fully allowed pair computed without structure.
+Pair = tuple[int, int, int | None, int | None]
+
+_STRUCTURE_KWARGS = ("is_causal", "window", "attn_mask")
+
+
+@dataclass(frozen=True)
+class RingPlan:
+    """Everything static about one ring call: the mesh axis and its size P, the pieces
+    of every shard for queries and keys, the whole call's offsets, the structure used
+    for the skip table, and the core's keyword arguments (masks already placed)."""
+
+    axis: str
+    parts: int
+    q_pieces: list[list[Piece]]
+    k_pieces: list[list[Piece]]
+    q_offset: int
+    kv_offset: int
+    structure: Any
+    core_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def live_pairs(self, r: int, s: int) -> list[tuple[Piece, Piece]]:
+        """The (query piece of shard r, key piece of shard s) pairs that do work."""
+        return [
+            (qp, kp)
+            for qp in self.q_pieces[r]
+            for kp in self.k_pieces[s]
+            if not pair_is_empty(self.structure, qp, kp, self.q_offset, self.kv_offset)
+        ]
+
+    def signature(self, r: int, s: int) -> tuple[Pair, ...]:
+        """What device r computes against shard s: its live pairs with their offsets,
+        or None offsets where the pair is fully allowed and no score_mod reads positions
+        (then the same computation serves every device holding such a pair)."""
+        out = []
+        for qp, kp in self.live_pairs(r, s):
+            qi, ki = self.q_pieces[r].index(qp), self.k_pieces[s].index(kp)
+            plain = self.core_kwargs.get("score_mod") is None and pair_is_full(
+                self.structure, qp, kp, self.q_offset, self.kv_offset
+            )
+            q_at, kv_at = self.q_offset + qp.start, self.kv_offset + kp.start
+            if plain:
+                out.append((qi, ki, None, None))
+            elif self.structure.translation_invariant and self.core_kwargs.get("score_mod") is None:
+                # causal and windows read kv position - q position only: canonical offsets
+                # make equal work on different devices one traced computation
+                rel = kv_at - q_at
+                out.append((qi, ki, max(0, -rel), max(0, rel)))
+            else:
+                out.append((qi, ki, q_at, kv_at))
+        return tuple(out)
+
+    def kwargs(self, pair: Pair) -> dict[str, Any]:
+        """The core's keyword arguments for one pair (no structure for a plain pair)."""
+        _, _, q_offset, kv_offset = pair
+        if q_offset is None:
+            return {k: v for k, v in self.core_kwargs.items() if k not in _STRUCTURE_KWARGS}
+        return {**self.core_kwargs, "q_offset": q_offset, "kv_offset": kv_offset}
+
+
+def _rows(x: Any, piece: Piece) -> Any:
+    return x[..., piece.local : piece.local + piece.length, :]  # (..., piece, F)
+
+
+def _step(
+    plan: RingPlan, t: int, make: Callable[[int, int, tuple[Pair, ...]], Callable[..., Any]],
+    *args: Any,
+) -> Any:  # fmt: skip
+    """Step t on this device: device r computes ``make(r, s, signature)`` for s = (r - t)
+    mod P. Devices with the same signature share one branch; one branch runs directly,
+    several through ``lax.switch`` on a static table indexed by ``axis_index``."""
+    import jax
+    import jax.numpy as jnp
+
+    P = plan.parts
+    signatures = [plan.signature(r, (r - t) % P) for r in range(P)]
+    unique = list(dict.fromkeys(signatures))
+    branches = []
+    for sig in unique:
+        r = signatures.index(sig)
+        branches.append(make(r, (r - t) % P, sig))
+    if len(branches) == 1:
+        return branches[0](*args)
+    table = jnp.asarray([unique.index(sig) for sig in signatures], dtype=jnp.int32)  # (P,)
+    return jax.lax.switch(table[jax.lax.axis_index(plan.axis)], branches, *args)
+
+
+def _forward_pair(plan: RingPlan, r: int, s: int, sig: tuple[Pair, ...]) -> Callable[..., Any]:
+    """(o, lse) of shard r's queries against shard s's keys: (..., Hq, Lr, Ev), (..., Hq, Lr)."""
+    import jax.numpy as jnp
+
+    def run(q: Any, k: Any, v: Any, empty: tuple[Any, Any]) -> tuple[Any, Any]:
+        outs, lses = [], []
+        for qi, qp in enumerate(plan.q_pieces[r]):
+            parts = [
+                ak.scaled_dot_product_attention(
+                    _rows(q, qp),
+                    _rows(k, plan.k_pieces[s][pair[1]]),
+                    _rows(v, plan.k_pieces[s][pair[1]]),
+                    return_lse=True,
+                    **plan.kwargs(pair),
+                )
+                for pair in sig
+                if pair[0] == qi
+            ]
+            if not parts:  # nothing to attend: out 0, lse -inf (the merge ignores it)
+                outs.append(_rows(empty[0], qp))
+                lses.append(empty[1][..., qp.local : qp.local + qp.length])
+                continue
+            o, lse = parts[0] if len(parts) == 1 else ak.merge_partials(*zip(*parts, strict=True))
+            outs.append(o)
+            lses.append(lse)
+        if len(outs) == 1:
+            return outs[0], lses[0]
+        return jnp.concatenate(outs, axis=-2), jnp.concatenate(lses, axis=-1)  # (..., Lr, Ev)
+
+    return run
+
+
+def _empty(plan: RingPlan, q: Any, k: Any, v: Any) -> tuple[Any, Any]:
+    """out 0 (..., Hq, Lr, Ev) and lse -inf (..., Hq, Lr), of the core's shapes/dtypes."""
+    import jax
+    import jax.numpy as jnp
+
+    kwargs = {key: val for key, val in plan.core_kwargs.items() if key in ("enable_gqa", "scale")}
+    shapes = jax.eval_shape(
+        lambda q, k, v: ak.scaled_dot_product_attention(q, k, v, return_lse=True, **kwargs),
+        q,
+        k,
+        v,
+    )
+    out = jnp.zeros(shapes[0].shape, shapes[0].dtype)
+    return out, jnp.full(shapes[1].shape, -jnp.inf, shapes[1].dtype)
+
+
+def ring_forward(plan: RingPlan, q: Any, k: Any, v: Any) -> tuple[Any, Any]:
+    """Per-device forward: q (..., Hq, Lr, E), k (..., Hkv, Sr, E), v (..., Hkv, Sr, Ev)
+    local shards -> (out (..., Hq, Lr, Ev), lse (..., Hq, Lr)) over all keys."""
+    import jax
+
+    P = plan.parts
+    perm = [(i, (i + 1) % P) for i in range(P)]  # r sends to r + 1
+    empty = _empty(plan, q, k, v)
+    acc = None
+    for t in range(P):
+        o, lse = _step(plan, t, partial(_forward_pair, plan), q, k, v, empty)
+        acc = (o, lse) if acc is None else ak.merge_partials([acc[0], o], [acc[1], lse])
+        if t < P - 1:
+            k, v = jax.lax.ppermute((k, v), plan.axis, perm)
+    return acc
+
+
+def _backward_pair(plan: RingPlan, r: int, s: int, sig: tuple[Pair, ...]) -> Callable[..., Any]:
+    """(dq share, dk, dv) of shard r's queries against shard s's keys, local shapes."""
+    import jax.numpy as jnp
+
+    def run(q: Any, k: Any, v: Any, out: Any, lse: Any, d_out: Any) -> tuple[Any, Any, Any]:
+        dq: list[Any] = [None] * len(plan.q_pieces[r])
+        dk: list[Any] = [None] * len(plan.k_pieces[s])
+        dv: list[Any] = [None] * len(plan.k_pieces[s])
+        for pair in sig:
+            qi, ki = pair[0], pair[1]
+            qp, kp = plan.q_pieces[r][qi], plan.k_pieces[s][ki]
+            rows = slice(qp.local, qp.local + qp.length)
+            g = partial_attention_vjp(
+                _rows(q, qp), _rows(k, kp), _rows(v, kp), out[..., rows, :], lse[..., rows],
+                d_out[..., rows, :], **plan.kwargs(pair),
+            )  # fmt: skip
+            for acc, i, grad in ((dq, qi, g[0]), (dk, ki, g[1]), (dv, ki, g[2])):
+                acc[i] = grad if acc[i] is None else acc[i] + grad
+
+        def assemble(acc: list[Any], pieces: list[Piece], like: Any) -> Any:
+            parts = [
+                jnp.zeros_like(_rows(like, p)) if a is None else a
+                for a, p in zip(acc, pieces, strict=True)
+            ]
+            return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=-2)
+
+        return (
+            assemble(dq, plan.q_pieces[r], q),  # (..., Hq, Lr, E)
+            assemble(dk, plan.k_pieces[s], k),  # (..., Hkv, Sr, E)
+            assemble(dv, plan.k_pieces[s], v),  # (..., Hkv, Sr, Ev)
+        )
+
+    return run
+
+
+def ring_backward(
+    plan: RingPlan, q: Any, k: Any, v: Any, out: Any, lse: Any, d_out: Any
+) -> tuple[Any, Any, Any]:
+    """Per-device backward from the saved (out, lse): local (dq, dk, dv) of q's, k's and
+    v's local shapes. dK, dV of the visiting shard travel with K, V; after the last step
+    one more move brings them home (P moves of dK, dV, P - 1 of K, V)."""
+    import jax
+
+    P = plan.parts
+    perm = [(i, (i + 1) % P) for i in range(P)]
+    dq = dk = dv = None
+    for t in range(P):
+        g = _step(plan, t, partial(_backward_pair, plan), q, k, v, out, lse, d_out)
+        dq = g[0] if dq is None else dq + g[0]
+        dk = g[1] if dk is None else dk + g[1]
+        dv = g[2] if dv is None else dv + g[2]
+        if t < P - 1:
+            k, v, dk, dv = jax.lax.ppermute((k, v, dk, dv), plan.axis, perm)
+        elif P > 1:
+            dk, dv = jax.lax.ppermute((dk, dv), plan.axis, perm)
+    return dq, dk, dv

@@ -1,0 +1,266 @@
+"""Attention sharded over JAX devices: batch/head parallel, ring and Ulysses sequence
+parallel, forward and backward, on attnkit's core.
+
+Shape legend: ``...`` leading dims, Hq/Hkv heads, L queries, S keys, E features, Ev value
+features, P devices along the mesh axis ``axis``.
+
+**Batch/head parallel** needs nothing from this module: the unchanged core under
+``jax.jit`` keeps a ``NamedSharding`` over batch and head axes, and the compiled
+program has no collective (each device attends its own batch entries and heads)::
+
+    mesh = jax.make_mesh((4,), ("data",))
+    spec = NamedSharding(mesh, PartitionSpec("data", None, None, None))   # (B, H, L, E)
+    q, k, v = (jax.device_put(x, spec) for x in (q, k, v))
+    out = jax.jit(attnkit.scaled_dot_product_attention)(q, k, v)        # sharded like q
+
+Sharding the sequence axis under plain ``jit`` instead makes XLA all-gather K and V onto
+every device, so memory does not shrink: that is what the two functions here are for.
+
+**Ring attention** (:func:`ring_attention`, :mod:`.ring_steps`): every device keeps its
+query shard; K/V shards travel around the ring (device r sends to r + 1, ``ppermute``),
+one step per shard; each step is the core with ``return_lse=True`` at the pieces'
+absolute ``q_offset``/``kv_offset``, merged by ``attnkit.merge_partials``::
+
+    device:    0        1        2        3          K/V move  0 -> 1 -> 2 -> 3 -> 0
+    step 0:   K0       K1       K2       K3
+    step 1:   K3       K0       K1       K2
+    step 2:   K2       K3       K0       K1
+    step 3:   K1       K2       K3       K0
+
+    out_r = merge_partials([core(q_r, K_s, V_s) for s in 0..P-1])   (exact attention)
+
+Per-device memory: its shards of q, k, v, out, lse plus one visiting K/V shard (and in
+the backward dK, dV): O((L + S) / P). Pairs that the structure masks entirely (causal's
+upper triangle, windows, documents) are not computed. The backward pass is a
+``jax.custom_vjp`` saving only ``(out, lse)``: K, V, dK, dV travel the same ring, each
+step's gradients from :func:`attnkit.partial_backward.partial_attention_vjp`.
+
+**Ulysses** (:func:`ulysses_attention`, :mod:`.ulysses`): two ``all_to_all``\\ s trade
+sequence shards for head shards around the unchanged core; needs Hq and Hkv divisible
+by P.
+
+Layouts: ``layout="contiguous"`` means shard r holds positions [r L/P, (r+1) L/P);
+``layout="zigzag"`` (the default, load-balanced for causal) means the caller's global
+arrays are already in zigzag order (:func:`zigzag_shard`; shard r holds chunks r and
+2P-1-r of L / 2P), and the output comes back in that order (:func:`zigzag_unshard`).
+
+Masks: ``is_causal``, ``window``, ``q_offset``/``kv_offset`` and positional
+``attnkit.masks`` structures (causal, sliding_window, documents, global_tokens,
+block_sparse, key_padding with int lengths, their ``&``/``|``) apply by absolute
+position, exactly as on one device. Masks carried by arrays (dense, segments), dropout,
+``return_lse``/``return_weights`` are refused (``ParameterError``). A query row with no
+key gives output 0 and gradient 0, never NaN.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import attnkit as ak
+from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
+from attnkit.masks import Mask
+
+from .ring_layout import PlacedMask, ring_structure, shard_pieces
+from .ring_steps import RingPlan, ring_backward, ring_forward
+from .sharding_checks import (
+    check_call,
+    check_lengths,
+    check_mesh_axis,
+    check_sharding,
+    expected_spec,
+)
+from .sharding_zigzag import zigzag_shard, zigzag_unshard
+from .ulysses import ulysses_body
+
+__all__ = ["ring_attention", "ulysses_attention", "zigzag_shard", "zigzag_unshard"]
+
+LAYOUTS = ("zigzag", "contiguous")
+
+
+def _prepare(
+    fn: str, q: Any, k: Any, v: Any, mesh: Any, axis: Any, layout: Any, kwargs: dict[str, Any]
+) -> tuple[int, tuple[Any, ...], dict[str, Any], tuple[Any, Any, Any]]:
+    """Every check, before any work: (P, (q, k, v, out, lse) PartitionSpecs, the core's
+    kwargs with dropout_p dropped and masks placed, (q, k, v) placed on the mesh)."""
+    import jax
+
+    parts = check_mesh_axis(mesh, axis, fn)
+    if layout not in LAYOUTS:
+        raise ParameterError(f"{fn} got layout={layout!r}; pass one of {LAYOUTS}.")
+    for name, x in (("query", q), ("key", k), ("value", v)):
+        if not isinstance(x, jax.Array):
+            raise ArgumentTypeError(
+                f"{fn} takes JAX arrays, got {name} of type {type(x).__name__}; convert it "
+                "with jax.numpy.asarray (and place it with jax.device_put)."
+            )
+    check_call(fn, q, k, v, kwargs)
+    check_lengths(fn, {"query": q, "key": k, "value": v}, parts, layout, axis)
+    specs = [expected_spec(x.ndim, axis) for x in (q, k, v)]
+    for name, x, spec in zip(("query", "key", "value"), (q, k, v), specs, strict=True):
+        check_sharding(fn, name, x, mesh, spec)
+    _core_checks(q, k, v, kwargs)
+    out_ndim = max(q.ndim, k.ndim, v.ndim)
+    from jax.sharding import PartitionSpec
+
+    lse_spec = PartitionSpec(*([None] * (out_ndim - 2)), axis)
+    specs += [expected_spec(out_ndim, axis), lse_spec]
+    core = {key: val for key, val in kwargs.items() if key != "dropout_p"}
+    for name in ("attn_mask", "window"):
+        if isinstance(core.get(name), Mask):
+            core[name] = PlacedMask(core[name])
+    return parts, tuple(specs), core, _placed(mesh, axis, (q, k, v), specs)
+
+
+def _core_checks(q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> None:
+    """The core's own validation of the whole (global) call: shapes, dtypes, masks
+    against the global lengths and offsets, raised as the core raises them. The call is
+    traced abstractly (``jax.eval_shape``: nothing is computed) as one block (a caller's
+    ``block_size`` is checked by each piece)."""
+    import jax
+
+    one_block = {**kwargs, "block_size": max(q.shape[-2], 1)}
+    jax.eval_shape(lambda q, k, v: ak.scaled_dot_product_attention(q, k, v, **one_block), q, k, v)
+
+
+def _placed(mesh: Any, axis: str, arrays: tuple[Any, ...], specs: list[Any]) -> tuple[Any, ...]:
+    """On an Explicit mesh axis (``jax.make_mesh``'s default) the arrays are resharded
+    to the specs (``jax.reshard``; under ``jit`` that needs ``jax.set_mesh(mesh)``
+    around the call); on an Auto axis ``shard_map`` places them itself."""
+    import jax
+    from jax.sharding import AxisType, NamedSharding
+
+    axis_type = dict(zip(mesh.axis_names, mesh.axis_types, strict=True))[axis]
+    if axis_type != AxisType.Explicit:
+        return arrays
+    return tuple(
+        jax.reshard(x, NamedSharding(mesh, spec)) for x, spec in zip(arrays, specs, strict=False)
+    )
+
+
+def ring_attention(
+    q: Any, k: Any, v: Any, *, mesh: Any, axis: str, layout: str = "zigzag", **core_kwargs: Any
+) -> Any:
+    """Ring attention over mesh axis ``axis``: exact ``scaled_dot_product_attention(q, k,
+    v, **core_kwargs)`` with the sequence axis (-2) sharded over its P devices.
+
+    Args:
+        q: (..., Hq, L, E), k: (..., Hkv, S, E), v: (..., Hkv, S, Ev): global arrays,
+            sequence-sharded as ``PartitionSpec(None, ..., axis, None)`` (replicated and
+            one-device arrays are placed so; with an Explicit mesh axis, call a jitted
+            function under ``jax.set_mesh(mesh)``); L and S divisible
+            by 2P for ``layout="zigzag"`` (then in zigzag order), by P for "contiguous".
+        mesh: a ``jax.sharding.Mesh``; axis: one of its axis names.
+        core_kwargs: the core's ``is_causal``, ``window``, ``attn_mask`` (a positional
+            ``attnkit.masks`` structure), ``scale``, ``enable_gqa``,
+            ``causal_alignment``, ``q_offset``, ``kv_offset``, ``score_mod``, ``impl``,
+            ``block_size``.
+
+    Returns:
+        out (..., Hq, L, Ev), sharded (and ordered) like ``q``. Differentiable
+        (``jax.grad``) through a ``custom_vjp`` that saves only ``(out, lse)``.
+
+    Equivalent to (one device, natural order)::
+
+        out = attnkit.scaled_dot_product_attention(q, k, v, **core_kwargs)
+
+    Raises ``ShapeError`` (lengths not divisible), ``ParameterError`` (unknown mesh axis,
+    a wrong sharding, unsupported arguments) before any work.
+    """
+    import jax
+
+    parts, specs, core, (q, k, v) = _prepare(
+        "ring_attention", q, k, v, mesh, axis, layout, core_kwargs
+    )
+    q_offset, kv_offset = core.pop("q_offset", 0), core.pop("kv_offset", 0)
+    structure = ring_structure(
+        core.get("is_causal", False),
+        core.get("window"),
+        core.get("causal_alignment", "top_left"),
+        core.get("attn_mask"),
+    )
+    positional = structure is not None or core.get("score_mod") is not None
+    # positions matter only where a structure or score_mod reads them; otherwise every
+    # shard is one contiguous block (one core call per step, no switch)
+    piece_layout = layout if positional else "contiguous"
+    plan = RingPlan(
+        axis=axis,
+        parts=parts,
+        q_pieces=shard_pieces(piece_layout, parts, q.shape[-2]),
+        k_pieces=shard_pieces(piece_layout, parts, k.shape[-2]),
+        q_offset=q_offset,
+        kv_offset=kv_offset,
+        structure=structure,
+        core_kwargs=core,
+    )
+    qs, ks, vs, os, ls = specs
+    forward = jax.shard_map(
+        partial(ring_forward, plan), mesh=mesh, in_specs=(qs, ks, vs), out_specs=(os, ls),
+        check_vma=False,
+    )  # fmt: skip
+    backward = jax.shard_map(
+        partial(ring_backward, plan), mesh=mesh, in_specs=(qs, ks, vs, os, ls, os),
+        out_specs=(qs, ks, vs), check_vma=False,
+    )  # fmt: skip
+
+    @jax.custom_vjp
+    def attend(q: Any, k: Any, v: Any) -> Any:
+        return forward(q, k, v)[0]
+
+    def attend_fwd(q: Any, k: Any, v: Any) -> tuple[Any, tuple[Any, ...]]:
+        out, lse = forward(q, k, v)  # (..., Hq, L, Ev), (..., Hq, L), sequence-sharded
+        return out, (q, k, v, out, lse)
+
+    def attend_bwd(saved: tuple[Any, ...], d_out: Any) -> tuple[Any, Any, Any]:
+        (d_out,) = _placed(mesh, axis, (d_out,), [os])  # an Explicit mesh: as out
+        return backward(*saved, d_out)
+
+    attend.defvjp(attend_fwd, attend_bwd)
+    return attend(q, k, v)
+
+
+def ulysses_attention(
+    q: Any, k: Any, v: Any, *, mesh: Any, axis: str, layout: str = "zigzag", **core_kwargs: Any
+) -> Any:
+    """Ulysses attention over mesh axis ``axis``: the same contract as
+    :func:`ring_attention` (arguments, layouts, result, errors), computed by trading the
+    sequence shards for head shards (``all_to_all``), running the core on the whole
+    sequence for Hq/P heads, and trading back. Needs a head axis (rank >= 3) with Hq and
+    Hkv divisible by P (else ``ShapeError``: use :func:`ring_attention`); masks with a
+    per-head axis and ``score_mod`` (which sees head indices) are refused
+    (``ParameterError``). Differentiable by JAX's own autodiff.
+
+    Equivalent to ``attnkit.scaled_dot_product_attention(q, k, v, **core_kwargs)``.
+    """
+    import jax
+
+    fn = "ulysses_attention"
+    parts = check_mesh_axis(mesh, axis, fn)
+    for name, x in (("query", q), ("key", k), ("value", v)):
+        heads = x.shape[-3] if getattr(x, "ndim", 0) >= 3 else None
+        if heads is None or heads % parts:
+            raise ShapeError(
+                f"{fn} got {name} of shape {tuple(getattr(x, 'shape', ()))}: Ulysses splits "
+                f"the head axis (-3) over the {parts} devices of mesh axis {axis!r}, and "
+                f"{'there is no head axis' if heads is None else f'{heads} heads'} do not "
+                "divide by that; use ring_attention (any head count), or a mesh axis whose "
+                "size divides the heads."
+            )
+    if core_kwargs.get("score_mod") is not None:
+        raise ParameterError(
+            f"{fn} got a score_mod; Ulysses gives each device a slice of the heads, so a "
+            "score_mod's head index would be local: use ring_attention with score_mods."
+        )
+    parts, specs, core, (q, k, v) = _prepare(fn, q, k, v, mesh, axis, layout, core_kwargs)
+    mask = core.get("attn_mask")
+    lead = getattr(mask, "lead", ())
+    if lead and lead[-1] != 1:
+        raise ParameterError(
+            f"{fn} got attn_mask {mask!r} with a head axis of {lead[-1]} (mask leading dims "
+            f"{lead}); Ulysses splits the heads, so pass a mask shared by the heads, or use "
+            "ring_attention."
+        )
+    body = partial(ulysses_body, axis=axis, parts=parts, layout=layout, core_kwargs=core)
+    qs, ks, vs, os, _ = specs
+    run = jax.shard_map(body, mesh=mesh, in_specs=(qs, ks, vs), out_specs=os, check_vma=False)
+    return run(q, k, v)

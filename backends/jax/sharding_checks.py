@@ -1,0 +1,175 @@
+"""Checks of sequence-parallel calls (:mod:`.sharding`), all before any work.
+
+They read shapes, shardings and Python arguments only: the mesh axis exists, lengths
+and heads divide by the device count, the arrays' shardings are the ones the call
+expects, the core's keyword arguments are ones a sharded call supports. Each error is
+an attnkit error naming the argument, its shape or value, and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import array_api_compat as aac
+
+from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
+from attnkit.masks import Mask
+
+__all__ = [
+    "SUPPORTED_KWARGS",
+    "check_call",
+    "check_lengths",
+    "check_mesh_axis",
+    "check_sharding",
+    "expected_spec",
+    "spec_text",
+]
+
+#: The core's keyword arguments a sharded call passes through to each piece.
+SUPPORTED_KWARGS = frozenset(
+    {"attn_mask", "is_causal", "scale", "enable_gqa", "causal_alignment", "window",
+     "q_offset", "kv_offset", "impl", "block_size", "score_mod", "dropout_p"}
+)  # fmt: skip
+
+
+def check_mesh_axis(mesh: Any, axis: Any, fn: str) -> int:
+    """The size P of mesh axis ``axis``; ParameterError naming the mesh's axes if absent."""
+    import jax
+
+    if not isinstance(mesh, jax.sharding.Mesh):
+        raise ArgumentTypeError(
+            f"{fn} needs mesh=jax.sharding.Mesh, got {type(mesh).__name__}; build one, e.g. "
+            "jax.make_mesh((4,), ('seq',))."
+        )
+    if not isinstance(axis, str) or axis not in mesh.axis_names:
+        raise ParameterError(
+            f"{fn} got axis={axis!r}, which is not an axis of the mesh (its axes: "
+            f"{tuple(mesh.axis_names)}, shape {dict(mesh.shape)}); pass one of those names."
+        )
+    return int(mesh.shape[axis])
+
+
+def _carries_arrays(obj: Any) -> bool:
+    """True when a mask holds arrays (segment ids, dense masks, array lengths)."""
+    if aac.is_array_api_obj(obj):
+        return True
+    if isinstance(obj, (tuple, list)):
+        return any(_carries_arrays(x) for x in obj)
+    if isinstance(obj, Mask) and dataclasses.is_dataclass(obj):
+        return any(_carries_arrays(getattr(obj, f.name)) for f in dataclasses.fields(obj))
+    return False
+
+
+def _aligned_bottom_right(obj: Any) -> bool:
+    if getattr(obj, "alignment", None) == "bottom_right":
+        return True
+    return any(_aligned_bottom_right(p) for p in getattr(obj, "parts", ()))
+
+
+def check_call(fn: str, q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> None:
+    """Arguments a sharded call cannot take: dropout, lse/weights requests, array masks,
+    and bottom-right alignment with L != S (its shift is the whole call's)."""
+    unknown = sorted(set(kwargs) - SUPPORTED_KWARGS)
+    if unknown:
+        raise ParameterError(
+            f"{fn} got {unknown}, which it does not support (it returns the output only and "
+            f"takes the core's {sorted(SUPPORTED_KWARGS - {'dropout_p'})}); call "
+            "attnkit.scaled_dot_product_attention on one device for weights or lse."
+        )
+    if kwargs.get("dropout_p", 0.0) != 0.0:
+        raise ParameterError(
+            f"{fn} got dropout_p={kwargs['dropout_p']!r}; sharded attention has no dropout "
+            "(apply dropout to the output, or use dropout_p=0.0)."
+        )
+    mask = kwargs.get("attn_mask")
+    window = kwargs.get("window")
+    for name, m in (("attn_mask", mask), ("window", window)):
+        if m is None or (name == "window" and not isinstance(m, Mask)):
+            continue
+        if not isinstance(m, Mask) or _carries_arrays(m):
+            what = f"an array of shape {tuple(m.shape)}" if hasattr(m, "shape") else repr(m)
+            raise ParameterError(
+                f"{fn} got {name}={what}, a mask carried by arrays; a sharded call applies "
+                "masks by absolute position on each device, so pass a positional structure "
+                "(attnkit.masks.causal, sliding_window, documents(lengths), global_tokens, "
+                "block_sparse, key_padding with int lengths) or is_causal/window."
+            )
+    L, S = q.shape[-2], k.shape[-2]
+    alignment = kwargs.get("causal_alignment", "top_left")
+    bottom = alignment == "bottom_right" or any(_aligned_bottom_right(m) for m in (mask, window))
+    if L != S and bottom:
+        raise ParameterError(
+            f"{fn} got bottom_right alignment with L = {L} queries and S = {S} keys; pass "
+            f"causal_alignment='top_left' and q_offset = q_offset + S - L (= {S - L} more), "
+            "which places the queries the same way."
+        )
+
+
+def check_lengths(fn: str, arrays: dict[str, Any], parts: int, layout: str, axis: str) -> None:
+    """Each array's sequence axis (-2) divides by P (by 2P for zigzag)."""
+    for name, x in arrays.items():
+        if getattr(x, "ndim", 0) < 2:
+            raise ShapeError(
+                f"{fn} got {name} of shape {tuple(getattr(x, 'shape', ()))}; it needs rank >= "
+                "2, (..., length, features)."
+            )
+    need = 2 * parts if layout == "zigzag" else parts
+    for name, x in arrays.items():
+        n = x.shape[-2]
+        if n % need:
+            more = (-n) % need
+            raise ShapeError(
+                f"{fn} got {name} of shape {tuple(x.shape)}: its length {n} (axis -2) does not "
+                f"divide by {need} ({'2 x ' if layout == 'zigzag' else ''}{parts} devices on "
+                f"mesh axis {axis!r}, layout={layout!r}); pad it to a multiple of {need} "
+                f"({n + more}, masking the padding with attnkit.masks.key_padding or documents)."
+            )
+
+
+def expected_spec(ndim: int, axis: str) -> Any:
+    """PartitionSpec(None, ..., axis, None): the sequence axis (-2) sharded along ``axis``."""
+    from jax.sharding import PartitionSpec
+
+    return PartitionSpec(*([None] * (ndim - 2)), axis, None)
+
+
+def _normalized(spec: Any, ndim: int) -> tuple[Any, ...]:
+    entries = tuple(spec) + (None,) * (ndim - len(tuple(spec)))
+    return tuple(e[0] if isinstance(e, tuple) and len(e) == 1 else e for e in entries)
+
+
+def _sharding_of(x: Any) -> Any:
+    """The NamedSharding of a concrete array, or of a traced one on an Explicit mesh
+    (``jax.typeof``); None where the array carries none."""
+    import jax
+
+    if isinstance(x, jax.core.Tracer):
+        sharding = getattr(jax.typeof(x), "sharding", None)
+    else:
+        sharding = getattr(x, "sharding", None)
+    if not isinstance(sharding, jax.sharding.NamedSharding) or not sharding.mesh.axis_names:
+        return None
+    return sharding
+
+
+def spec_text(spec: Any) -> str:
+    """``PartitionSpec(None, 'seq', None)``: a spec as a user would write it."""
+    return "PartitionSpec(" + ", ".join(repr(e) for e in tuple(spec)) + ")"
+
+
+def check_sharding(fn: str, name: str, x: Any, mesh: Any, spec: Any) -> None:
+    """An array sharded by a NamedSharding (concrete, or traced on an Explicit mesh) must
+    be sharded as ``spec`` on ``mesh``; replicated and one-device arrays, and arrays
+    traced on an Auto mesh, are placed by the call."""
+    sharding = _sharding_of(x)
+    if sharding is None or all(e is None for e in _normalized(sharding.spec, x.ndim)):
+        return
+    same_mesh = dict(sharding.mesh.shape) == dict(mesh.shape)
+    if not same_mesh or _normalized(sharding.spec, x.ndim) != _normalized(spec, x.ndim):
+        raise ParameterError(
+            f"{fn} got {name} of shape {tuple(x.shape)} sharded as {spec_text(sharding.spec)} "
+            f"on a mesh {dict(sharding.mesh.shape)}; it expects {spec_text(spec)} on the mesh "
+            f"{dict(mesh.shape)} (the sequence axis -2 split along the mesh axis); place it "
+            f"with jax.device_put({name}, NamedSharding(mesh, {spec_text(spec)}))."
+        )

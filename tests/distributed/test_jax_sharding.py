@@ -1,0 +1,251 @@
+"""Ring and Ulysses attention over 4 JAX host devices against the single-device core.
+
+Run in the nox session ``distributed-jax`` (XLA_FLAGS=--xla_force_host_platform_device_count=4
+set before JAX starts). Float64 (x64 on for this module) must match the core to 1e-12,
+outputs and gradients; float32 to 2e-5 (a few ulps of O(1) outputs summed over 4 merges).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+from attnkit.backends.jax.sharding import (  # noqa: E402
+    ring_attention,
+    ulysses_attention,
+    zigzag_shard,
+    zigzag_unshard,
+)
+from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
+
+import attnkit as ak  # noqa: E402
+
+P = 4
+TOL64, TOL32 = 1e-12, 2e-5
+pytestmark = pytest.mark.skipif(
+    jax.device_count() < P,
+    reason="needs 4 JAX devices: XLA_FLAGS=--xla_force_host_platform_device_count=4 "
+    "(the nox session distributed-jax sets it)",
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def x64() -> Iterator[None]:
+    """64-bit JAX for this module only (restored afterwards)."""
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", before)
+
+
+def _mesh(parts: int = P, explicit: bool = False) -> Any:
+    kind = AxisType.Explicit if explicit else AxisType.Auto
+    return jax.sharding.Mesh(np.array(jax.devices()[:parts]), ("seq",), axis_types=(kind,))
+
+
+def _inputs(shape_q: tuple, shape_kv: tuple, ev: int, dtype: Any, seed: int = 0) -> tuple:
+    rng = np.random.default_rng(seed)
+    shapes = (shape_q, shape_kv, (*shape_kv[:-1], ev), (*shape_q[:-1], ev))
+    return tuple(jnp.asarray(rng.standard_normal(s), dtype=dtype) for s in shapes)
+
+
+def _np(x: Any) -> np.ndarray:
+    return np.asarray(jax.device_put(x, jax.devices()[0]))
+
+
+def _sharded(fn: Any, layout: str, mesh: Any, kw: dict) -> Any:
+    """fn on natural-order arrays: zigzag in, the sharded call, zigzag out."""
+    zz = (lambda x: zigzag_shard(x, P)) if layout == "zigzag" else (lambda x: x)
+    uz = (lambda x: zigzag_unshard(x, P)) if layout == "zigzag" else (lambda x: x)
+    return lambda q, k, v: uz(fn(zz(q), zz(k), zz(v), mesh=mesh, axis="seq", layout=layout, **kw))
+
+
+def _out_and_grads(attend: Any, q: Any, k: Any, v: Any, ct: Any) -> tuple[Any, ...]:
+    """(out, dq, dk, dv) of ``sum(attend(q, k, v) * ct)``, one jitted program."""
+
+    def both(q: Any, k: Any, v: Any, ct: Any) -> tuple[Any, ...]:
+        out, pullback = jax.vjp(attend, q, k, v)
+        return (out, *pullback(ct))
+
+    return tuple(_np(x) for x in jax.jit(both)(q, k, v, ct))
+
+
+def _core(q: Any, k: Any, v: Any, ct: Any, kw: dict) -> tuple[np.ndarray, ...]:
+    """The single-device core on NumPy (its array-API backward, attention_vjp)."""
+    out, vjp = ak.attention_vjp(_np(q), _np(k), _np(v), **kw)
+    return (out, *vjp(_np(ct)))
+
+
+def _compare(got: tuple, want: tuple, tol: float, what: str) -> None:
+    for name, g, w in zip(("out", "dq", "dk", "dv"), got, want, strict=True):
+        assert not np.isnan(g).any(), f"{what}: NaN in {name}"
+        err = float(np.max(np.abs(g - w)))
+        assert err <= tol, f"{what}: {name} differs by {err:.3e} > {tol:.1e}, shape {g.shape}"
+
+
+CASES = [
+    # (name, layout, core kwargs, q shape, kv shape, Ev)
+    (
+        "window-alibi-contiguous",
+        "contiguous",
+        {"window": (5, 2), "score_mod": ak.score_mods.alibi(2)},
+        (1, 2, 64, 8),
+        (1, 2, 64, 8),
+        6,
+    ),
+    (
+        "documents-causal-gqa",
+        "zigzag",
+        {"is_causal": True, "enable_gqa": True, "attn_mask": ak.masks.documents([7, 33, 24])},
+        (1, 4, 64, 8),
+        (1, 2, 64, 8),
+        8,
+    ),
+    # kv_offset 8: query rows 0..7 see no key (fully masked, all in shard 0 of zigzag);
+    # batch 1's key padding of 0 empties every row of that batch entry
+    (
+        "empty-rows",
+        "zigzag",
+        {"is_causal": True, "kv_offset": 8, "attn_mask": ak.masks.key_padding([70, 0])},
+        (2, 1, 64, 8),
+        (2, 1, 64, 8),
+        8,
+    ),
+    ("no-mask-L!=S", "contiguous", {"q_offset": 3}, (1, 2, 32, 8), (1, 2, 64, 8), 8),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_ring_matches_core_float64(case: tuple) -> None:
+    name, layout, kw, sq, skv, ev = case
+    q, k, v, ct = _inputs(sq, skv, ev, jnp.float64)
+    want = _core(q, k, v, ct, kw)
+    got = _out_and_grads(_sharded(ring_attention, layout, _mesh(), kw), q, k, v, ct)
+    _compare(got, want, TOL64, f"ring {name}")
+    if name == "empty-rows":
+        assert np.all(got[0][:, :, :8] == 0) and np.all(got[0][1] == 0), "empty rows not 0"
+        assert np.all(got[1][:, :, :8] == 0) and np.all(got[1][1] == 0), "their dq not 0"
+        assert np.any(got[0][0, :, 8:] != 0)
+
+
+def test_ring_float32_within_tolerance() -> None:
+    q, k, v, ct = _inputs((1, 2, 128, 16), (1, 2, 128, 16), 16, jnp.float32, seed=1)
+    kw = {"is_causal": True}
+    gold = _core(*(x.astype(jnp.float64) for x in (q, k, v, ct)), kw)
+    got = _out_and_grads(_sharded(ring_attention, "zigzag", _mesh(), kw), q, k, v, ct)
+    _compare(tuple(x.astype(np.float64) for x in got), gold, TOL32, "ring float32")
+
+
+def test_ulysses_matches_core() -> None:
+    kw = {"is_causal": True, "enable_gqa": True, "window": (9, 0)}
+    q, k, v, ct = _inputs((1, 8, 64, 8), (1, 4, 64, 8), 8, jnp.float64, seed=2)
+    want = _core(q, k, v, ct, kw)
+    got = _out_and_grads(_sharded(ulysses_attention, "zigzag", _mesh(), kw), q, k, v, ct)
+    _compare(got, want, TOL64, "ulysses")
+
+
+def test_explicit_mesh_under_set_mesh() -> None:
+    mesh = _mesh(explicit=True)
+    q, k, v, ct = _inputs((1, 2, 64, 8), (1, 2, 64, 8), 8, jnp.float64, seed=3)
+    want = _core(q, k, v, ct, {"window": 3})
+    with jax.set_mesh(mesh):
+        got = _out_and_grads(
+            _sharded(ring_attention, "contiguous", mesh, {"window": 3}), q, k, v, ct
+        )
+    _compare(got, want, TOL64, "ring on an Explicit mesh")
+
+
+def _spec(ndim: int) -> PartitionSpec:
+    return PartitionSpec(*([None] * (ndim - 2)), "seq", None)
+
+
+def test_ring_hlo_is_point_to_point_without_gathering_kv() -> None:
+    mesh = _mesh()
+    q, k, v, ct = _inputs((1, 2, 128, 8), (1, 2, 128, 8), 8, jnp.float32)
+    q, k, v, ct = (jax.device_put(x, NamedSharding(mesh, _spec(4))) for x in (q, k, v, ct))
+
+    def attend(q: Any, k: Any, v: Any) -> Any:
+        return ring_attention(q, k, v, mesh=mesh, axis="seq", is_causal=True)
+
+    def train(q: Any, k: Any, v: Any) -> Any:
+        return jax.grad(lambda q, k, v: jnp.sum(attend(q, k, v) * ct), (0, 1, 2))(q, k, v)
+
+    for what, fn in (("forward+backward", train),):  # the forward is inside
+        hlo = jax.jit(fn).lower(q, k, v).compile().as_text()
+        assert "collective-permute" in hlo, f"{what}: no collective-permute in the HLO"
+        for collective in ("all-gather", "all-to-all", "all-reduce"):
+            assert collective not in hlo, f"{what}: {collective} in the ring's HLO"
+
+
+def test_batch_head_parallel_core_has_no_collective() -> None:
+    """The unchanged core under jit keeps a (batch, heads) NamedSharding: no collective
+    moves arrays. Unmasked, the compiled program has no collective at all. With a mask
+    (causal) the core asks once whether the operands are all finite (so that masked
+    NaN/inf cannot leak, see attnkit.blocked.backward), a reduce over the whole array
+    that XLA runs as an all-reduce of one bool (pred[]) per mesh axis: the only
+    collective allowed here, and it carries no attention data."""
+    mesh = jax.sharding.Mesh(
+        np.array(jax.devices()[:P]).reshape(2, 2), ("data", "heads"),
+        axis_types=(AxisType.Auto, AxisType.Auto),
+    )  # fmt: skip
+    spec = NamedSharding(mesh, PartitionSpec("data", "heads", None, None))
+    q, k, v, _ = _inputs((2, 4, 32, 8), (2, 4, 32, 8), 8, jnp.float32)
+    q, k, v = (jax.device_put(x, spec) for x in (q, k, v))
+    for kw in ({}, {"is_causal": True}, {"is_causal": True, "impl": "generic"}):
+        fn = jax.jit(lambda q, k, v, kw=kw: ak.scaled_dot_product_attention(q, k, v, **kw))
+        hlo = fn.lower(q, k, v).compile().as_text()
+        for collective in ("all-gather", "all-to-all", "collective-permute"):
+            assert collective not in hlo, f"{collective} in the batch/head-parallel HLO ({kw})"
+        reduces = [line for line in hlo.splitlines() if "= " in line and " all-reduce(" in line]
+        if not kw:
+            assert not reduces, f"all-reduce in the unmasked core's HLO: {reduces}"
+        assert all(line.split("= ")[1].startswith("pred[] ") for line in reduces), reduces
+        assert fn(q, k, v).sharding.spec == spec.spec
+
+
+def test_peak_memory_falls_as_one_over_p() -> None:
+    """Per-device peak (arguments + outputs + temporaries - aliased, from the compiled
+    program's memory_analysis) of causal ring attention at L = 256, forward and
+    forward+backward: P = 2 at most 0.5 x P = 1, P = 4 at most 0.3 x P = 1."""
+    from attnkit.backends.jax.sharding_bench import measure
+
+    arrays = _inputs((1, 2, 256, 16), (1, 2, 256, 16), 16, jnp.float32)
+    for backward in (False, True):
+        peaks = {
+            p: measure(p, arrays, backward=backward, repeats=0, is_causal=True)[
+                "peak_bytes_per_device"
+            ]
+            for p in (1, 2, 4)
+        }
+        ratios = {p: peaks[p] / peaks[1] for p in (2, 4)}
+        assert ratios[2] <= 0.5 and ratios[4] <= 0.3, f"backward={backward}: {peaks}, {ratios}"
+
+
+def test_window_skips_pairs_outside_the_window() -> None:
+    """A window narrower than a shard: contiguous layout needs only steps 0 and 1 (its
+    own shard and the previous one); every other (device, step) pair is skipped."""
+    from attnkit.backends.jax.ring_layout import ring_structure, shard_pieces
+    from attnkit.backends.jax.ring_steps import RingPlan
+
+    pieces = shard_pieces("contiguous", P, 64)
+    plan = RingPlan("seq", P, pieces, pieces, 0, 0, ring_structure(False, (5, 0), "top_left", None))
+    live = {(r, t) for r in range(P) for t in range(P) if plan.live_pairs(r, (r - t) % P)}
+    assert live == {(r, 0) for r in range(P)} | {(r, 1) for r in range(1, P)}
+    causal = RingPlan("seq", P, *(2 * [shard_pieces("zigzag", P, 64)]), 0, 0,
+                      ring_structure(True, None, "top_left", None))  # fmt: skip
+    work = [sum(len(causal.live_pairs(r, s)) for s in range(P)) for r in range(P)]
+    # zigzag: every device does the same work, 3 pairs with its own keys (two diagonal
+    # chunk pairs, one full) and 2 full chunk pairs with each other shard's
+    assert work == [2 * P + 1] * P
+
+
+def test_zigzag_round_trip() -> None:
+    x = jnp.arange(2 * 16 * 3).reshape(2, 16, 3)
+    y = zigzag_shard(x, 2)
+    assert _np(y)[0, :, 0].tolist() == [0, 3, 6, 9, 36, 39, 42, 45, 12, 15, 18, 21, 24, 27, 30, 33]
+    assert np.array_equal(_np(zigzag_unshard(y, 2)), _np(x))
