@@ -138,6 +138,9 @@ def test_head_subsets_from_the_legend(browser: Any, tmp_path: Path) -> None:
     assert "attention weight" in colour_bars(browser)[0]["label"]  # still combined by mean
     select(browser, "ak-combine", "colour", renders=7)
     assert "strongest head" in colour_bars(browser)[0]["label"]
+    # the neuron view shows one head: the first of the selection, and the legend says so
+    assert select(browser, "ak-view", "neuron", renders=8).endswith("neuron 0 0")
+    assert [p for _, p in legend(browser)[:H]] == ["true", "false", "false"]
     assert not severe_logs(browser)
 
 

@@ -77,6 +77,7 @@ async function draw() {
   }
   const entry = entryOf(view, state.layer);
   if (!entry) { message(missingEntry(view)); return view + " none"; }
+  if (view === "neuron" && state.heads.length > 1) state.heads = [state.heads[0]];  // one head
   const heads = isDepthView(view) ? [state.depth] : state.heads;
   if (!heads.length) { message("No head selected: click a head in the legend."); return "none"; }
   const key = entryKey(view, state.layer);
@@ -87,12 +88,13 @@ async function draw() {
       : heads.length + " heads (" + (state.combine === "colour" ? "hue: the strongest"
         : state.combine) + ")");
   m.label = what;
-  if (view === "neuron") await renderNeuron(m);
+  if (view === "neuron") { fillLegend(); await renderNeuron(m); }
   else if (view === "head") renderLines(m);
   else renderHeat(m);
   if (view !== "neuron") {
     const label = m.argmax ? "weight (lightness); hue: the strongest head (legend)"
-      : isDepthView(view) ? entry.name + " share" : "attention weight";
+      : view === "rollout" ? "rollout: each token's share (rows sum to 1)"
+        : view === "flow" ? "attention flow: max-flow value (0 .. 1)" : "attention weight";
     colorBars([rampBar(m, label)]);
   }
   if (view !== "neuron" || base.kind === "neuron") clearHover();
