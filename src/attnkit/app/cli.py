@@ -59,6 +59,8 @@ def _bench(args: argparse.Namespace) -> int:
         return _bench_backward(args)
     if args.viz:
         return _bench_viz(args)
+    if args.devices or args.procs:
+        return _bench_distributed(args)
     if args.targets and (args.lengths or args.window or args.window_lengths):
         parser.error(
             "--targets runs exactly the measurements of targets 1-8; "
@@ -124,6 +126,50 @@ def _bench_hf(args: argparse.Namespace) -> int:
     for r in failed:
         print(f"\nerror: attnkit failed: {r.error}", file=sys.stderr)
     return 1 if failed else 0
+
+
+_DISTRIBUTED_EXCLUDES = ("targets", "window", "window_lengths", "flex", "plot", "hf", "backend")
+
+
+def _bench_distributed(args: argparse.Namespace) -> int:
+    """``attnkit bench --devices N`` / ``--procs N``: ring attention over P = 1, 2, 4 ...
+    N JAX devices / torch processes, per-device peak memory, time, outputs checked."""
+    given = [f"--{n.replace('_', '-')}" for n in _DISTRIBUTED_EXCLUDES if getattr(args, n)]
+    if given:
+        args.parser.error(f"--devices/--procs run their own cases; drop {', '.join(given)}")
+    if args.lengths and len(args.lengths) != 1:
+        args.parser.error("--devices/--procs take one length: --lengths L")
+    from .bench import distributed
+    from .bench.settings import installed
+
+    plan = [("jax", args.devices), ("torch", args.procs)]
+    wanted = [name for name, n in plan if n]
+    _, missing = installed(tuple(wanted))
+    if missing:
+        print(f"error: not installed: {', '.join(missing)}", file=sys.stderr)
+        return 1
+    quick = args.quick
+    length = (
+        args.lengths[0]
+        if args.lengths
+        else (distributed.QUICK_LENGTH if quick else distributed.FULL_LENGTH)
+    )
+    repeats = args.repeats or (3 if quick else 2)
+    rows = []
+    for name, n in plan:
+        if n:
+            rows += distributed.run(
+                name, n, length, repeats,
+                progress=lambda what: print(f"measuring {what}", file=sys.stderr, flush=True),
+            )  # fmt: skip
+    print(distributed.format_report(rows, length, judged=length == distributed.FULL_LENGTH))
+    if args.json:
+        import json
+        from dataclasses import asdict
+
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"length": length, "rows": [asdict(r) for r in rows]}, f, indent=2)
+    return 0 if all(r.ok for r in rows) else 1
 
 
 def _bench_viz(args: argparse.Namespace) -> int:
@@ -285,6 +331,21 @@ def _add_bench(commands: Any) -> None:
         "jax.nn at the gradient targets' sizes (dense L=4096, window 256 at L=8192 and "
         "16384, dense L=32768 memory, JAX compile times; 16 times smaller with --quick), "
         "each in its own process, with the verdict lines",
+    )
+    bench.add_argument(
+        "--devices",
+        type=positive_int,
+        metavar="N",
+        help="JAX ring attention sharded over P = 1, 2, 4 ... N host devices (one process): "
+        "per-device peak memory and time, forward and forward+backward, at L = 32768 "
+        "(--lengths L; 1024 with --quick), outputs checked against one device",
+    )
+    bench.add_argument(
+        "--procs",
+        type=positive_int,
+        metavar="N",
+        help="torch.distributed ring attention over P = 1, 2, 4 ... N gloo processes: "
+        "per-process peak memory and time, as --devices",
     )
     bench.add_argument(
         "--viz",
