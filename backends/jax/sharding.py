@@ -60,8 +60,8 @@ from typing import Any
 import attnkit as ak
 from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
 from attnkit.masks import Mask
+from attnkit.ring_plan import LAYOUTS, PlacedMask, ring_structure, shard_pieces
 
-from .ring_layout import PlacedMask, ring_structure, shard_pieces
 from .ring_steps import RingPlan, ring_backward, ring_forward
 from .sharding_checks import (
     check_call,
@@ -74,8 +74,6 @@ from .sharding_zigzag import zigzag_shard, zigzag_unshard
 from .ulysses import ulysses_body
 
 __all__ = ["ring_attention", "ulysses_attention", "zigzag_shard", "zigzag_unshard"]
-
-LAYOUTS = ("zigzag", "contiguous")
 
 
 def _prepare(

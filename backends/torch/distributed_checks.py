@@ -20,7 +20,6 @@ import torch
 import torch.distributed as dist
 from array_api_compat import array_namespace
 
-from attnkit.blocked.cost import DEFAULT_BLOCK_BUDGET, choose_block_size
 from attnkit.errors import (
     ArgumentTypeError,
     AttnkitError,
@@ -29,7 +28,7 @@ from attnkit.errors import (
     ShapeError,
 )
 from attnkit.masks import Geometry, Mask
-from attnkit.problem import Problem
+from attnkit.validation import Problem, default_block_size
 from attnkit.validation import check_call as validate_call
 
 from .distributed_layout import LAYOUTS, PlacedMask
@@ -81,8 +80,7 @@ def check_call(
         # The core's own choice with its score budget divided by the processes: a block
         # holds rows x (S / P) scores, so the blocks' memory falls as 1/P with the rest
         # (at the same number of blocks in all as on one process).
-        budget = max(1, DEFAULT_BLOCK_BUDGET // world)
-        kw["block_size"] = choose_block_size(local, local.out_lead, None, budget=budget)
+        kw["block_size"] = default_block_size(local, share=world)
     return Call(group, rank, world, L, S, local, kw)
 
 

@@ -1,6 +1,8 @@
 """Who holds which positions in a torch.distributed ring, and which pairs do work.
 
-A sequence of length N split over P processes is cut into pieces, each a contiguous run
+The plan (pieces, the skip rule, the placed mask) is the core's, :mod:`attnkit.ring_plan`,
+shared with JAX; here the zigzag helpers for torch tensors. A sequence of length N split
+over P processes is cut into pieces, each a contiguous run
 of absolute positions. Two layouts (P = 2, N = 8 shown; digits are the positions each
 process holds, in its local order)::
 
@@ -17,14 +19,19 @@ computed (windowed ring attention does O(pairs) work).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
-from attnkit.masks import Geometry, Mask, clip_ranges, sliding_window
-from attnkit.masks import causal as causal_mask
+from attnkit.ring_plan import (
+    LAYOUTS,
+    Piece,
+    PlacedMask,
+    pair_is_empty,
+    ring_structure,
+    shard_pieces,
+)
 
 __all__ = [
     "LAYOUTS",
@@ -36,27 +43,6 @@ __all__ = [
     "zigzag_shard",
     "zigzag_unshard",
 ]
-
-LAYOUTS = ("zigzag", "contiguous")
-
-
-@dataclass(frozen=True)
-class Piece:
-    """``length`` absolute positions from ``start``, stored from local row ``local``."""
-
-    start: int
-    length: int
-    local: int
-
-
-def shard_pieces(layout: str, world: int, n: int) -> list[list[Piece]]:
-    """The pieces of each of ``world`` shards of a sequence of length ``n`` (divisible by
-    2 * world for zigzag, by world for contiguous: checked by the caller)."""
-    if layout == "contiguous":
-        size = n // world
-        return [[Piece(r * size, size, 0)] for r in range(world)]
-    c = n // (2 * world)
-    return [[Piece(r * c, c, 0), Piece((2 * world - 1 - r) * c, c, c)] for r in range(world)]
 
 
 def _check_split(x: Any, world: int, dim: int, name: str) -> tuple[int, int]:
@@ -111,65 +97,3 @@ def zigzag_unshard(shards: list[torch.Tensor], dim: int = -2) -> torch.Tensor:
     firsts = [s.narrow(axis, 0, c) for s in shards]  # chunks 0 .. world-1
     lasts = [s.narrow(axis, c, c) for s in reversed(shards)]  # chunks world .. 2world-1
     return torch.cat(firsts + lasts, dim=axis)  # (..., N, E)
-
-
-def ring_structure(is_causal: bool, window: Any, attn_mask: Any) -> Mask | None:
-    """causal & window & a structured ``attn_mask`` (top-left aligned: bottom-right is
-    turned into a q_offset by the caller) as one Mask, for the skip table; the core
-    builds the same rule from the same arguments for each pair."""
-    parts: list[Mask] = []
-    if is_causal:
-        parts.append(causal_mask("top_left"))
-    if isinstance(window, Mask):
-        parts.append(window)
-    elif window is not None:
-        parts.append(sliding_window(window, "top_left"))
-    if isinstance(attn_mask, Mask):
-        parts.append(attn_mask)
-    out = parts[0] if parts else None
-    for part in parts[1:]:
-        out = out & part
-    return out
-
-
-def pair_is_empty(
-    structure: Mask | None, q: Piece, k: Piece, q_offset: int, kv_offset: int
-) -> bool:
-    """True when ``structure`` allows no pair between query piece ``q`` and key piece
-    ``k`` (the call's ``q_offset`` / ``kv_offset`` added to the pieces' starts), from the
-    mask's static key ranges (a superset: a kept pair that turns out empty gives lse =
-    -inf, which the merge ignores)."""
-    if q.length == 0 or k.length == 0:
-        return True
-    if structure is None:
-        return False
-    g = Geometry(q.length, k.length, q_offset + q.start, kv_offset + k.start)
-    return not clip_ranges(structure.key_ranges(g, 0, q.length), k.length)
-
-
-class PlacedMask(Mask):
-    """A structure checked once against the whole call, then applied to pieces: it
-    answers as the wrapped mask does (positions are absolute); only its per-call
-    ``check`` is skipped, since some masks (``documents``) check that one call covers
-    the whole laid-out sequence, which a piece does not."""
-
-    def __init__(self, inner: Mask) -> None:
-        self.inner = inner
-        self.lead = inner.lead
-        self.translation_invariant = inner.translation_invariant
-        self.keys_only = inner.keys_only
-
-    def key_ranges(self, g: Geometry, q_lo: int, q_hi: int) -> list[tuple[int, int]]:
-        return self.inner.key_ranges(g, q_lo, q_hi)
-
-    def tile(self, t: Any) -> Any:
-        return self.inner.tile(t)
-
-    def key_alive(self, xp: Any, device: Any, g: Geometry) -> Any:
-        return self.inner.key_alive(xp, device, g)
-
-    def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
-        return None  # checked against the whole call (distributed_checks)
-
-    def __repr__(self) -> str:
-        return repr(self.inner)

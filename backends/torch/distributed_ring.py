@@ -54,7 +54,9 @@ class _Plan:
         self.core = kw  # is_causal, scale, enable_gqa, window, attn_mask, impl, ...
         self.q_pieces = shard_pieces(layout, P, call.L)[r]
         kv_all = shard_pieces(layout, P, call.S)
-        rule = ring_structure(kw.get("is_causal", False), kw.get("window"), kw.get("attn_mask"))
+        rule = ring_structure(
+            kw.get("is_causal", False), kw.get("window"), attn_mask=kw.get("attn_mask")
+        )  # top_left: bottom_right is folded into q_off above
         # steps[t]: (query piece i, key piece of the shard held in step t) pairs that do work
         self.steps: list[list[tuple[int, Piece]]] = []
         for t in range(P):

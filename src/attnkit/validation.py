@@ -3,7 +3,9 @@
 For front-ends that split one call into pieces (ring and Ulysses attention over devices
 or processes, a caller's own blocking): :func:`check_call` raises exactly the errors the
 call would raise, before any work, and returns the :class:`attnkit.problem.Problem` the
-executors would work from (shapes, dtypes, the structure of the mask, the block size).
+executors would work from (shapes, dtypes, the structure of the mask, the block size);
+:func:`default_block_size` is the executor's own choice of query rows per block, with its
+memory budget shared among processes when each holds one shard.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from ._validate import validate
+from .blocked.cost import DEFAULT_BLOCK_BUDGET, choose_block_size
+from .errors import ParameterError
 from .problem import Problem
 
-__all__ = ["check_call"]
+__all__ = ["Problem", "check_call", "default_block_size"]
 
 
 def check_call(
@@ -47,3 +51,16 @@ def check_call(
     return validate(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
                     causal_alignment, window, return_weights, return_lse, q_offset,
                     kv_offset, rng, impl, block_size, score_mod)  # fmt: skip
+
+
+def default_block_size(problem: Problem, share: int = 1) -> int:
+    """Query rows per block the executor would choose for ``problem``, with its score
+    budget (``DEFAULT_BLOCK_BUDGET`` elements) divided by ``share``.
+
+    A block holds rows x S_local x heads scores; when P processes each hold one shard of
+    the sequence, ``share=P`` keeps the blocks' memory falling as 1/P with the rest.
+    """
+    if isinstance(share, bool) or not isinstance(share, int) or share < 1:
+        raise ParameterError(f"default_block_size: share must be an int >= 1, got {share!r}.")
+    budget = max(1, DEFAULT_BLOCK_BUDGET // share)
+    return choose_block_size(problem, problem.out_lead, None, budget=budget)
