@@ -26,7 +26,7 @@ from .errors import (
 )
 from .shapes import describe, type_name
 
-__all__ = ["AGGREGATES", "aggregate", "as_weights", "rollout"]
+__all__ = ["AGGREGATES", "aggregate", "as_weights", "check_residual", "rollout"]
 
 #: The reductions :func:`aggregate` and :func:`rollout` accept.
 AGGREGATES = ("mean", "max")
@@ -87,6 +87,18 @@ def as_weights(name: str, weights: Any) -> tuple[Any, Any]:
 
 def _reduce(xp: Any, x: Any, how: str, axis: tuple[int, ...]) -> Any:
     return xp.mean(x, axis=axis) if how == "mean" else xp.max(x, axis=axis)
+
+
+def check_residual(residual: Any) -> None:
+    """Raise ``ParameterError`` unless ``residual`` (the identity's share in
+    ``residual * I + (1 - residual) * A``) is a real number in [0, 1]."""
+    if isinstance(residual, bool) or not isinstance(residual, (int, float)):
+        raise ParameterError(f"residual must be a number in [0, 1], got {residual!r}.")
+    if not 0.0 <= residual <= 1.0:
+        raise ParameterError(
+            f"residual must be in [0, 1] (the identity's share; the paper uses 0.5), "
+            f"got {residual}."
+        )
 
 
 def aggregate(weights: Any, over: str = "heads", how: str = "mean") -> Any:
@@ -150,13 +162,7 @@ def rollout(
             R = A[..., l, :, :] @ R
     """
     check_choice("head", head, AGGREGATES)
-    if isinstance(residual, bool) or not isinstance(residual, (int, float)):
-        raise ParameterError(f"residual must be a number in [0, 1], got {residual!r}.")
-    if not 0.0 <= residual <= 1.0:
-        raise ParameterError(
-            f"residual must be in [0, 1] (the identity's share; the paper uses 0.5), "
-            f"got {residual}."
-        )
+    check_residual(residual)
     xp, w = as_weights("weights", weights)
     if w.ndim < 4 or w.shape[-1] != w.shape[-2] or w.shape[-4] == 0:
         raise ShapeError(

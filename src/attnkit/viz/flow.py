@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from attnkit.errors import ParameterError, ShapeError
-from attnkit.rollout import AGGREGATES
+from attnkit.rollout import AGGREGATES, check_residual
 from attnkit.shapes import describe
 
 from ._checks import as_weights, check_choice, squeeze_to
@@ -183,13 +183,7 @@ def attention_flow(
         ShapeError: weights that are not a stack of self-attention layers.
     """
     check_choice("head", head, AGGREGATES)
-    if isinstance(residual, bool) or not isinstance(residual, (int, float)):
-        raise ParameterError(f"residual must be a number in [0, 1], got {residual!r}.")
-    if not 0.0 <= residual <= 1.0:
-        raise ParameterError(
-            f"residual must be in [0, 1] (the identity's share; the paper uses 0.5), "
-            f"got {residual}."
-        )
+    check_residual(residual)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ParameterError(f"max_tokens must be a positive int, got {max_tokens!r}.")
     xp, w = as_weights("weights", weights)
