@@ -35,6 +35,12 @@ upper triangle, windows, documents) are not computed. The backward pass is a
 ``jax.custom_vjp`` saving only ``(out, lse)``: K, V, dK, dV travel the same ring, each
 step's gradients from :func:`attnkit.partial_backward.partial_attention_vjp`.
 
+**Both at once**: on a mesh ("data", "seq"), ``ring_attention(..., axis="seq",
+lead_axes=("data",))`` takes (B, H, L, E) sharded as ``PartitionSpec("data", None,
+"seq", None)``; each "data" group runs its own ring over "seq" on its batch entries
+(``lead_axes=(None, "heads")`` shards the heads instead). The compiled program's only
+collectives are the ring's collective permutes along "seq".
+
 **Ulysses** (:func:`ulysses_attention`, :mod:`.ulysses`): two ``all_to_all``\\ s trade
 sequence shards for head shards around the unchanged core; needs Hq and Hkv divisible
 by P.
@@ -65,6 +71,7 @@ from attnkit.ring_plan import LAYOUTS, PlacedMask, ring_structure, shard_pieces
 from .ring_steps import RingPlan, ring_backward, ring_forward
 from .sharding_checks import (
     check_call,
+    check_lead_axes,
     check_lengths,
     check_mesh_axis,
     check_sharding,
@@ -77,7 +84,15 @@ __all__ = ["ring_attention", "ulysses_attention", "zigzag_shard", "zigzag_unshar
 
 
 def _prepare(
-    fn: str, q: Any, k: Any, v: Any, mesh: Any, axis: Any, layout: Any, kwargs: dict[str, Any]
+    fn: str,
+    q: Any,
+    k: Any,
+    v: Any,
+    mesh: Any,
+    axis: Any,
+    layout: Any,
+    lead_axes: Any,
+    kwargs: dict[str, Any],
 ) -> tuple[int, tuple[Any, ...], dict[str, Any], tuple[Any, Any, Any]]:
     """Every check, before any work: (P, (q, k, v, out, lse) PartitionSpecs, the core's
     kwargs with dropout_p dropped and masks placed, (q, k, v) placed on the mesh)."""
@@ -93,21 +108,23 @@ def _prepare(
                 "with jax.numpy.asarray (and place it with jax.device_put)."
             )
     check_call(fn, q, k, v, kwargs)
-    check_lengths(fn, {"query": q, "key": k, "value": v}, parts, layout, axis)
-    specs = [expected_spec(x.ndim, axis) for x in (q, k, v)]
+    arrays = {"query": q, "key": k, "value": v}
+    check_lengths(fn, arrays, parts, layout, axis)
+    lead = check_lead_axes(fn, mesh, axis, lead_axes, arrays, kwargs)
+    specs = [expected_spec(x.ndim, axis, lead) for x in (q, k, v)]
     for name, x, spec in zip(("query", "key", "value"), (q, k, v), specs, strict=True):
         check_sharding(fn, name, x, mesh, spec)
     _core_checks(q, k, v, kwargs)
     out_ndim = max(q.ndim, k.ndim, v.ndim)
     from jax.sharding import PartitionSpec
 
-    lse_spec = PartitionSpec(*([None] * (out_ndim - 2)), axis)
-    specs += [expected_spec(out_ndim, axis), lse_spec]
+    lse_spec = PartitionSpec(*lead, *([None] * (out_ndim - 2 - len(lead))), axis)
+    specs += [expected_spec(out_ndim, axis, lead), lse_spec]
     core = {key: val for key, val in kwargs.items() if key != "dropout_p"}
     for name in ("attn_mask", "window"):
         if isinstance(core.get(name), Mask):
             core[name] = PlacedMask(core[name])
-    return parts, tuple(specs), core, _placed(mesh, axis, (q, k, v), specs)
+    return parts, tuple(specs), core, _placed(mesh, (q, k, v), specs)
 
 
 def _core_checks(q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> None:
@@ -121,15 +138,16 @@ def _core_checks(q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> None:
     jax.eval_shape(lambda q, k, v: ak.scaled_dot_product_attention(q, k, v, **one_block), q, k, v)
 
 
-def _placed(mesh: Any, axis: str, arrays: tuple[Any, ...], specs: list[Any]) -> tuple[Any, ...]:
-    """On an Explicit mesh axis (``jax.make_mesh``'s default) the arrays are resharded
-    to the specs (``jax.reshard``; under ``jit`` that needs ``jax.set_mesh(mesh)``
-    around the call); on an Auto axis ``shard_map`` places them itself."""
+def _placed(mesh: Any, arrays: tuple[Any, ...], specs: list[Any]) -> tuple[Any, ...]:
+    """Where a mesh axis of the specs is Explicit (``jax.make_mesh``'s default) the
+    arrays are resharded to the specs (``jax.reshard``; under ``jit`` that needs
+    ``jax.set_mesh(mesh)`` around the call); on Auto axes ``shard_map`` places them."""
     import jax
     from jax.sharding import AxisType, NamedSharding
 
-    axis_type = dict(zip(mesh.axis_names, mesh.axis_types, strict=True))[axis]
-    if axis_type != AxisType.Explicit:
+    types = dict(zip(mesh.axis_names, mesh.axis_types, strict=True))
+    used = {a for spec in specs for a in tuple(spec) if a is not None}
+    if all(types[a] != AxisType.Explicit for a in used):
         return arrays
     return tuple(
         jax.reshard(x, NamedSharding(mesh, spec)) for x, spec in zip(arrays, specs, strict=False)
@@ -137,7 +155,15 @@ def _placed(mesh: Any, axis: str, arrays: tuple[Any, ...], specs: list[Any]) -> 
 
 
 def ring_attention(
-    q: Any, k: Any, v: Any, *, mesh: Any, axis: str, layout: str = "zigzag", **core_kwargs: Any
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    mesh: Any,
+    axis: str,
+    layout: str = "zigzag",
+    lead_axes: tuple[str | None, ...] = (),
+    **core_kwargs: Any,
 ) -> Any:
     """Ring attention over mesh axis ``axis``: exact ``scaled_dot_product_attention(q, k,
     v, **core_kwargs)`` with the sequence axis (-2) sharded over its P devices.
@@ -149,6 +175,13 @@ def ring_attention(
             function under ``jax.set_mesh(mesh)``); L and S divisible
             by 2P for ``layout="zigzag"`` (then in zigzag order), by P for "contiguous".
         mesh: a ``jax.sharding.Mesh``; axis: one of its axis names.
+        lead_axes: mesh axes (or None) of the first leading dims, from the left, for
+            batch or head parallelism beside the ring: with a mesh ("data", "seq"),
+            ``lead_axes=("data",)`` expects ``PartitionSpec("data", None, "seq", None)``
+            for (B, H, L, E); each device then runs the ring over ``axis`` on its own
+            batch entries (or heads). Sharded dims must be equal in q, k, v (the head dim
+            under GQA: each divisible), with no broadcasting; heads sharded exclude a
+            ``score_mod``, and masks must not vary along a sharded dim.
         core_kwargs: the core's ``is_causal``, ``window``, ``attn_mask`` (a positional
             ``attnkit.masks`` structure), ``scale``, ``enable_gqa``,
             ``causal_alignment``, ``q_offset``, ``kv_offset``, ``score_mod``, ``impl``,
@@ -168,7 +201,7 @@ def ring_attention(
     import jax
 
     parts, specs, core, (q, k, v) = _prepare(
-        "ring_attention", q, k, v, mesh, axis, layout, core_kwargs
+        "ring_attention", q, k, v, mesh, axis, layout, lead_axes, core_kwargs
     )
     q_offset, kv_offset = core.pop("q_offset", 0), core.pop("kv_offset", 0)
     structure = ring_structure(
@@ -210,7 +243,7 @@ def ring_attention(
         return out, (q, k, v, out, lse)
 
     def attend_bwd(saved: tuple[Any, ...], d_out: Any) -> tuple[Any, Any, Any]:
-        (d_out,) = _placed(mesh, axis, (d_out,), [os])  # an Explicit mesh: as out
+        (d_out,) = _placed(mesh, (d_out,), [os])  # an Explicit mesh: as out
         return backward(*saved, d_out)
 
     attend.defvjp(attend_fwd, attend_bwd)
@@ -218,7 +251,15 @@ def ring_attention(
 
 
 def ulysses_attention(
-    q: Any, k: Any, v: Any, *, mesh: Any, axis: str, layout: str = "zigzag", **core_kwargs: Any
+    q: Any,
+    k: Any,
+    v: Any,
+    *,
+    mesh: Any,
+    axis: str,
+    layout: str = "zigzag",
+    lead_axes: tuple[str | None, ...] = (),
+    **core_kwargs: Any,
 ) -> Any:
     """Ulysses attention over mesh axis ``axis``: the same contract as
     :func:`ring_attention` (arguments, layouts, result, errors), computed by trading the
@@ -234,22 +275,34 @@ def ulysses_attention(
 
     fn = "ulysses_attention"
     parts = check_mesh_axis(mesh, axis, fn)
-    for name, x in (("query", q), ("key", k), ("value", v)):
+    arrays = {"query": q, "key": k, "value": v}
+    if all(isinstance(x, jax.Array) for x in arrays.values()):
+        lead = check_lead_axes(fn, mesh, axis, lead_axes, arrays, core_kwargs)
+    else:
+        lead = ()  # _prepare names the wrong type
+    for name, x in arrays.items():
         heads = x.shape[-3] if getattr(x, "ndim", 0) >= 3 else None
-        if heads is None or heads % parts:
+        split = 1  # devices the heads are already sharded over (lead_axes)
+        if heads is not None and len(lead) > x.ndim - 3 and lead[x.ndim - 3] is not None:
+            split = int(mesh.shape[lead[x.ndim - 3]])
+        if heads is None or (heads // split) % parts:
+            by = lead[x.ndim - 3] if split > 1 else None
+            local = "" if by is None else f" ({heads // split} per device of {by!r})"
             raise ShapeError(
                 f"{fn} got {name} of shape {tuple(getattr(x, 'shape', ()))}: Ulysses splits "
                 f"the head axis (-3) over the {parts} devices of mesh axis {axis!r}, and "
-                f"{'there is no head axis' if heads is None else f'{heads} heads'} do not "
-                "divide by that; use ring_attention (any head count), or a mesh axis whose "
-                "size divides the heads."
+                f"{'there is no head axis' if heads is None else f'{heads} heads'}{local} do "
+                "not divide by that; use ring_attention (any head count), or a mesh axis "
+                "whose size divides the heads."
             )
     if core_kwargs.get("score_mod") is not None:
         raise ParameterError(
             f"{fn} got a score_mod; Ulysses gives each device a slice of the heads, so a "
             "score_mod's head index would be local: use ring_attention with score_mods."
         )
-    parts, specs, core, (q, k, v) = _prepare(fn, q, k, v, mesh, axis, layout, core_kwargs)
+    parts, specs, core, (q, k, v) = _prepare(
+        fn, q, k, v, mesh, axis, layout, lead_axes, core_kwargs
+    )
     mask = core.get("attn_mask")
     lead = getattr(mask, "lead", ())
     if lead and lead[-1] != 1:

@@ -19,6 +19,7 @@ from attnkit.masks import Mask
 __all__ = [
     "SUPPORTED_KWARGS",
     "check_call",
+    "check_lead_axes",
     "check_lengths",
     "check_mesh_axis",
     "check_sharding",
@@ -127,11 +128,93 @@ def check_lengths(fn: str, arrays: dict[str, Any], parts: int, layout: str, axis
             )
 
 
-def expected_spec(ndim: int, axis: str) -> Any:
-    """PartitionSpec(None, ..., axis, None): the sequence axis (-2) sharded along ``axis``."""
+def expected_spec(ndim: int, axis: str, lead_axes: tuple[Any, ...] = ()) -> Any:
+    """PartitionSpec(*lead_axes, None, ..., axis, None): the sequence axis (-2) sharded
+    along ``axis``, the first leading dims along ``lead_axes`` (None: replicated)."""
     from jax.sharding import PartitionSpec
 
-    return PartitionSpec(*([None] * (ndim - 2)), axis, None)
+    return PartitionSpec(*lead_axes, *([None] * (ndim - 2 - len(lead_axes))), axis, None)
+
+
+def check_lead_axes(
+    fn: str, mesh: Any, axis: str, lead_axes: Any, arrays: dict[str, Any], kwargs: dict[str, Any]
+) -> tuple[Any, ...]:
+    """``lead_axes``, the mesh axes of the first leading dims (batch, heads), checked:
+    a tuple of mesh axis names or None, none of them ``axis`` or repeated; q, k, v of one
+    rank with at least that many leading dims; each sharded dim the same size in all
+    three (the head dim may differ under GQA), divisible by its mesh axis; no score_mod
+    when heads are sharded (it would see local head indices) and no mask whose leading
+    dims vary along a sharded dim (each device would need its own slice)."""
+    if lead_axes is None:
+        return ()
+    if isinstance(lead_axes, str) or not isinstance(lead_axes, (tuple, list)):
+        raise ParameterError(
+            f"{fn} got lead_axes={lead_axes!r}; pass a tuple of mesh axis names or None, one "
+            "per leading dim from the left, e.g. lead_axes=('data',) for (B, H, L, E) "
+            "sharded on batch."
+        )
+    lead_axes = tuple(lead_axes)
+    named = [a for a in lead_axes if a is not None]
+    for a in lead_axes:
+        if a is not None and (not isinstance(a, str) or a not in mesh.axis_names):
+            raise ParameterError(
+                f"{fn} got lead_axes={lead_axes!r}: {a!r} is not an axis of the mesh (its "
+                f"axes: {tuple(mesh.axis_names)}); pass mesh axis names or None."
+            )
+    if axis in named or len(set(named)) != len(named):
+        raise ParameterError(
+            f"{fn} got lead_axes={lead_axes!r} with sequence axis {axis!r}: each mesh axis "
+            "may shard one dim only, and the sequence axis shards the length; use distinct "
+            "axes, e.g. a mesh ('data', 'seq') with lead_axes=('data',)."
+        )
+    if not named:
+        return lead_axes
+    ranks = {name: x.ndim for name, x in arrays.items()}
+    if len(set(ranks.values())) != 1 or min(ranks.values()) - 2 < len(lead_axes):
+        shapes = {name: tuple(x.shape) for name, x in arrays.items()}
+        raise ShapeError(
+            f"{fn} got lead_axes={lead_axes!r} with {shapes}: sharded leading dims need "
+            f"query, key and value of one rank with at least {len(lead_axes)} leading "
+            "dims (no broadcasting across a sharded dim); expand them to the same rank "
+            "with their full sizes."
+        )
+    ndim = next(iter(ranks.values()))
+    for i, a in enumerate(lead_axes):
+        if a is None:
+            continue
+        size = int(mesh.shape[a])
+        heads = i == ndim - 3 and kwargs.get("enable_gqa", False)
+        sizes = {name: x.shape[i] for name, x in arrays.items()}
+        if (not heads and len(set(sizes.values())) != 1) or any(n % size for n in sizes.values()):
+            raise ShapeError(
+                f"{fn} got lead_axes={lead_axes!r}: dim {i} has sizes {sizes}, which must be "
+                f"equal{' (or, the head dim under GQA, each)' if i == ndim - 3 else ''} and "
+                f"divisible by the {size} devices of mesh axis {a!r}; pad or reshape that "
+                "dim, or leave it replicated (None)."
+            )
+    if (
+        ndim - 3 < len(lead_axes)
+        and lead_axes[ndim - 3] is not None
+        and (kwargs.get("score_mod") is not None)
+    ):
+        raise ParameterError(
+            f"{fn} got a score_mod with the head dim sharded (lead_axes={lead_axes!r}); a "
+            "score_mod would see each device's local head indices: leave the heads "
+            "replicated (None) or drop the score_mod."
+        )
+    n = ndim - 2
+    for name in ("attn_mask", "window"):
+        lead = tuple(getattr(kwargs.get(name), "lead", ()) or ())
+        for i, a in enumerate(lead_axes):
+            j = i - (n - len(lead))
+            if a is not None and 0 <= j < len(lead) and lead[j] != 1:
+                raise ParameterError(
+                    f"{fn} got {name} with leading dims {lead} and lead_axes={lead_axes!r}: "
+                    f"the mask varies along dim {i}, which is sharded on {a!r}; a mask "
+                    "shared along sharded dims is required (leave that dim replicated, or "
+                    "call once per shard of it)."
+                )
+    return lead_axes
 
 
 def _normalized(spec: Any, ndim: int) -> tuple[Any, ...]:

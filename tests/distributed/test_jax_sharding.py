@@ -249,3 +249,71 @@ def test_zigzag_round_trip() -> None:
     y = zigzag_shard(x, 2)
     assert _np(y)[0, :, 0].tolist() == [0, 3, 6, 9, 36, 39, 42, 45, 12, 15, 18, 21, 24, 27, 30, 33]
     assert np.array_equal(_np(zigzag_unshard(y, 2)), _np(x))
+
+
+def _mesh2(names: tuple[str, str]) -> Any:
+    """A 2 x 2 mesh of the 4 devices: names[0] x names[1]."""
+    devices = np.array(jax.devices()[:P]).reshape(2, 2)
+    return jax.sharding.Mesh(devices, names, axis_types=(AxisType.Auto, AxisType.Auto))
+
+
+def _zz2(x: Any) -> Any:
+    return zigzag_shard(x, 2)
+
+
+LEAD_CASES = [
+    # (name, fn, mesh axes, lead_axes, core kwargs, q shape, kv shape)
+    ("batch-causal", ring_attention, ("data", "seq"), ("data",), {"is_causal": True},
+     (2, 2, 32, 8), (2, 2, 32, 8)),
+    ("heads-gqa-window", ring_attention, ("heads", "seq"), (None, "heads"),
+     {"enable_gqa": True, "window": (5, 3), "is_causal": True}, (1, 4, 32, 8), (1, 2, 32, 8)),
+    ("batch-alibi-documents", ring_attention, ("data", "seq"), ("data", None),
+     {"score_mod": ak.score_mods.alibi(2), "attn_mask": ak.masks.documents([9, 23])},
+     (4, 2, 32, 8), (4, 2, 32, 8)),
+    ("ulysses-batch", ulysses_attention, ("data", "seq"), ("data",), {"is_causal": True},
+     (2, 4, 32, 8), (2, 4, 32, 8)),
+    ("ulysses-heads", ulysses_attention, ("heads", "seq"), (None, "heads"),
+     {"is_causal": True, "enable_gqa": True}, (1, 8, 32, 8), (1, 4, 32, 8)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", LEAD_CASES, ids=[c[0] for c in LEAD_CASES])
+def test_sequence_parallel_beside_batch_or_head_parallel(case: tuple) -> None:
+    """A 2 x 2 mesh: batch or heads over one axis, the ring (or Ulysses) over the other;
+    outputs and gradients equal the single-device core in float64."""
+    name, fn, names, lead, kw, sq, skv = case
+    mesh = _mesh2(names)
+    q, k, v, ct = _inputs(sq, skv, 8, jnp.float64, seed=5)
+    want = _core(q, k, v, ct, kw)
+
+    def attend(q: Any, k: Any, v: Any) -> Any:
+        out = fn(_zz2(q), _zz2(k), _zz2(v), mesh=mesh, axis="seq", lead_axes=lead, **kw)
+        return zigzag_unshard(out, 2)
+
+    _compare(_out_and_grads(attend, q, k, v, ct), want, TOL64, name)
+
+
+def test_batch_and_ring_hlo_and_output_sharding() -> None:
+    """Batch over "data", ring over "seq": the output keeps PartitionSpec("data", None,
+    "seq", None), and the forward+backward program's only collectives are the ring's
+    collective-permutes (nothing gathered across either axis)."""
+    mesh = _mesh2(("data", "seq"))
+    spec = NamedSharding(mesh, PartitionSpec("data", None, "seq", None))
+    q, k, v, ct = _inputs((2, 2, 64, 8), (2, 2, 64, 8), 8, jnp.float32, seed=6)
+    q, k, v, ct = (jax.device_put(x, spec) for x in (q, k, v, ct))
+
+    def attend(q: Any, k: Any, v: Any) -> Any:
+        return ring_attention(q, k, v, mesh=mesh, axis="seq", lead_axes=("data",), is_causal=True)
+
+    out = jax.jit(attend)(q, k, v)
+    assert out.sharding.spec == spec.spec, out.sharding.spec
+    shard = out.addressable_shards[0].data
+    assert shard.shape == (1, 2, 32, 8), shard.shape
+
+    def train(q: Any, k: Any, v: Any) -> Any:
+        return jax.grad(lambda q, k, v: jnp.sum(attend(q, k, v) * ct), (0, 1, 2))(q, k, v)
+
+    hlo = jax.jit(train).lower(q, k, v).compile().as_text()
+    assert "collective-permute" in hlo, "no collective-permute in the HLO"
+    for collective in ("all-gather", "all-to-all", "all-reduce"):
+        assert collective not in hlo, f"{collective} in the batch x ring HLO"

@@ -125,3 +125,54 @@ def test_zigzag_shard_errors() -> None:
         zigzag_shard(jnp.ones((10, 3)), 2)
     with pytest.raises(ParameterError, match="positive int"):
         zigzag_shard(jnp.ones((8, 3)), 0)
+
+
+@pytest.fixture(scope="module")
+def mesh2() -> Any:
+    devices = np.array(jax.devices()[:P]).reshape(2, 2)
+    return jax.sharding.Mesh(devices, ("data", "seq"), axis_types=(AxisType.Auto,) * 2)
+
+
+@pytest.mark.parametrize(
+    ("lead", "match"),
+    [
+        ("data", r"lead_axes='data'.*tuple of mesh axis names"),
+        (("batch",), r"'batch' is not an axis of the mesh.*\('data', 'seq'\)"),
+        (("seq",), r"sequence axis 'seq'.*distinct axes"),
+        (("data", "data"), r"each mesh axis may shard one dim only"),
+    ],
+)
+def test_bad_lead_axes(mesh2: Any, lead: Any, match: str) -> None:
+    q, k, v = _qkv(L=64, H=4)
+    for fn in (ring_attention, ulysses_attention):
+        with pytest.raises(ParameterError, match=match):
+            fn(q, k, v, mesh=mesh2, axis="seq", lead_axes=lead)
+
+
+def test_lead_axes_shapes_refused(mesh2: Any) -> None:
+    q, k, v = _qkv(L=64, H=4)  # batch 1: not divisible by the 2 devices of "data"
+    with pytest.raises(ShapeError, match=r"dim 0 has sizes .*divisible by the 2 devices"):
+        ring_attention(q, k, v, mesh=mesh2, axis="seq", lead_axes=("data",))
+    q3 = q[0]  # (H, L, E) against (1, H, S, E): broadcasting across a sharded dim
+    with pytest.raises(ShapeError, match="of one rank"):
+        ring_attention(q3, k, v, mesh=mesh2, axis="seq", lead_axes=("data",))
+    qh = jnp.concatenate([q, q[:, :1]], axis=1)  # 5 heads vs 4 without GQA
+    with pytest.raises(ShapeError, match=r"dim 1 has sizes"):
+        ring_attention(qh, k, v, mesh=mesh2, axis="seq", lead_axes=(None, "data"))
+
+
+def test_lead_axes_score_mod_and_mask_refused(mesh2: Any) -> None:
+    q, k, v = (jnp.concatenate([x, x], axis=0) for x in _qkv(L=64, H=4))  # (2, 4, 64, 8)
+    with pytest.raises(ParameterError, match="local head indices"):
+        ring_attention(q, k, v, mesh=mesh2, axis="seq", lead_axes=(None, "data"),
+                       score_mod=ak.score_mods.alibi(4))  # fmt: skip
+    with pytest.raises(ParameterError, match=r"leading dims \(2, 1\).*varies along dim 0"):
+        ring_attention(q, k, v, mesh=mesh2, axis="seq", lead_axes=("data",),
+                       attn_mask=ak.masks.key_padding([50, 64]))  # fmt: skip
+
+
+def test_ulysses_local_heads_not_divisible(mesh2: Any) -> None:
+    q, k, v = _qkv(L=64, H=2)  # 2 heads over "data" leaves 1 per device for 2 "seq" devices
+    q, k, v = (jnp.concatenate([x, x], axis=0) for x in (q, k, v))
+    with pytest.raises(ShapeError, match=r"2 heads \(1 per device of 'data'\)"):
+        ulysses_attention(q, k, v, mesh=mesh2, axis="seq", lead_axes=(None, "data"))

@@ -45,6 +45,7 @@ CHECKS = [
     "ring_window_skips_steps",
     "zigzag_roundtrip",
     "dtensor_batch_head_parallel",
+    "ring_subgroups_batch_x_seq",
     "error_heads_not_divisible",
     "error_processes_disagree",
     "error_kwargs_disagree",

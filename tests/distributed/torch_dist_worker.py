@@ -230,6 +230,23 @@ def main() -> None:
             raise AssertionError(f"error {err}, local shape {tuple(local.shape)}")
         return f"error {err:.2g}"
 
+    @check("ring_subgroups_batch_x_seq")
+    def _() -> str:
+        # 2 x 2: batch entry b on ranks {2b, 2b + 1}, each pair one ring of 2 (group=)
+        groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]  # every rank makes both
+        b, lr = RANK // 2, RANK % 2
+        q, k, v, w = inputs((2, 2, n, 8), (2, 2, n, 8), f64)
+        want = core_grads(q, k, v, w, is_causal=True)  # the whole batch, one process
+        mine = [zigzag_shard(x[b : b + 1], lr, 2) for x in want]
+        ql, kl, vl = (zigzag_shard(x[b : b + 1], lr, 2).requires_grad_() for x in (q, k, v))
+        out = ring_attention(ql, kl, vl, group=groups[b], is_causal=True)
+        (out * zigzag_shard(w[b : b + 1], lr, 2)).sum().backward()
+        got = [out.detach(), ql.grad, kl.grad, vl.grad]
+        errs = [float((a - c).abs().max()) for a, c in zip(got, mine, strict=True)]
+        if not max(errs) <= T:
+            raise AssertionError(f"batch {b}, ring rank {lr}: errors {errs}")
+        return f"batch {b} ring rank {lr}: max error {max(errs):.2g}"
+
     # errors: raised on every rank, before any work, and the group stays usable
     good = [shard(x, "zigzag") for x in inputs((1, 2, n, 8), (1, 2, n, 8), f64)[:3]]
     check("error_heads_not_divisible")(
