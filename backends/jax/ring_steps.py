@@ -184,7 +184,9 @@ def _empty(plan: RingPlan, q: Any, k: Any, v: Any) -> tuple[Any, Any]:
 
 def ring_forward(plan: RingPlan, q: Any, k: Any, v: Any) -> tuple[Any, Any]:
     """Per-device forward: q (..., Hq, Lr, E), k (..., Hkv, Sr, E), v (..., Hkv, Sr, Ev)
-    local shards -> (out (..., Hq, Lr, Ev), lse (..., Hq, Lr)) over all keys."""
+    local shards -> (out (..., Hq, Lr, Ev), lse (..., Hq, Lr)) over all keys, both in
+    the core's compute dtype (float32 for 16-bit inputs: the merges do not round to 16
+    bits; the caller casts the output)."""
     import jax
 
     P = plan.parts
@@ -193,6 +195,7 @@ def ring_forward(plan: RingPlan, q: Any, k: Any, v: Any) -> tuple[Any, Any]:
     acc = None
     for t in range(P):
         o, lse = _step(plan, t, partial(_forward_pair, plan), q, k, v, empty)
+        o = o.astype(lse.dtype)  # merge in the compute dtype (float32 for 16-bit inputs)
         acc = (o, lse) if acc is None else ak.merge_partials([acc[0], o], [acc[1], lse])
         if t < P - 1:
             k, v = jax.lax.ppermute((k, v), plan.axis, perm)
@@ -244,9 +247,11 @@ def ring_backward(
 
     P = plan.parts
     perm = [(i, (i + 1) % P) for i in range(P)]
+    cd = lse.dtype  # accumulate (and send dK, dV) in the compute dtype: float32 for 16-bit
     dq = dk = dv = None
     for t in range(P):
         g = _step(plan, t, partial(_backward_pair, plan), q, k, v, out, lse, d_out)
+        g = tuple(x.astype(cd) for x in g)
         dq = g[0] if dq is None else dq + g[0]
         dk = g[1] if dk is None else dk + g[1]
         dv = g[2] if dv is None else dv + g[2]
@@ -254,4 +259,4 @@ def ring_backward(
             k, v, dk, dv = jax.lax.ppermute((k, v, dk, dv), plan.axis, perm)
         elif P > 1:
             dk, dv = jax.lax.ppermute((dk, dv), plan.axis, perm)
-    return dq, dk, dv
+    return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype)

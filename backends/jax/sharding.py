@@ -93,9 +93,10 @@ def _prepare(
     layout: Any,
     lead_axes: Any,
     kwargs: dict[str, Any],
-) -> tuple[int, tuple[Any, ...], dict[str, Any], tuple[Any, Any, Any]]:
+) -> tuple[int, tuple[Any, ...], dict[str, Any], tuple[Any, Any, Any], Any]:
     """Every check, before any work: (P, (q, k, v, out, lse) PartitionSpecs, the core's
-    kwargs with dropout_p dropped and masks placed, (q, k, v) placed on the mesh)."""
+    kwargs with dropout_p dropped and masks placed, (q, k, v) placed on the mesh, the
+    output's dtype)."""
     import jax
 
     parts = check_mesh_axis(mesh, axis, fn)
@@ -114,7 +115,7 @@ def _prepare(
     specs = [expected_spec(x.ndim, axis, lead) for x in (q, k, v)]
     for name, x, spec in zip(("query", "key", "value"), (q, k, v), specs, strict=True):
         check_sharding(fn, name, x, mesh, spec)
-    _core_checks(q, k, v, kwargs)
+    out_dtype = _core_checks(q, k, v, kwargs)
     out_ndim = max(q.ndim, k.ndim, v.ndim)
     from jax.sharding import PartitionSpec
 
@@ -124,18 +125,21 @@ def _prepare(
     for name in ("attn_mask", "window"):
         if isinstance(core.get(name), Mask):
             core[name] = PlacedMask(core[name])
-    return parts, tuple(specs), core, _placed(mesh, (q, k, v), specs)
+    return parts, tuple(specs), core, _placed(mesh, (q, k, v), specs), out_dtype
 
 
-def _core_checks(q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> None:
+def _core_checks(q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> Any:
     """The core's own validation of the whole (global) call: shapes, dtypes, masks
     against the global lengths and offsets, raised as the core raises them. The call is
     traced abstractly (``jax.eval_shape``: nothing is computed) as one block (a caller's
-    ``block_size`` is checked by each piece)."""
+    ``block_size`` is checked by each piece). Returns the output's dtype."""
     import jax
 
     one_block = {**kwargs, "block_size": max(q.shape[-2], 1)}
-    jax.eval_shape(lambda q, k, v: ak.scaled_dot_product_attention(q, k, v, **one_block), q, k, v)
+    shape = jax.eval_shape(
+        lambda q, k, v: ak.scaled_dot_product_attention(q, k, v, **one_block), q, k, v
+    )
+    return shape.dtype
 
 
 def _placed(mesh: Any, arrays: tuple[Any, ...], specs: list[Any]) -> tuple[Any, ...]:
@@ -200,7 +204,7 @@ def ring_attention(
     """
     import jax
 
-    parts, specs, core, (q, k, v) = _prepare(
+    parts, specs, core, (q, k, v), out_dtype = _prepare(
         "ring_attention", q, k, v, mesh, axis, layout, lead_axes, core_kwargs
     )
     q_offset, kv_offset = core.pop("q_offset", 0), core.pop("kv_offset", 0)
@@ -236,11 +240,12 @@ def ring_attention(
 
     @jax.custom_vjp
     def attend(q: Any, k: Any, v: Any) -> Any:
-        return forward(q, k, v)[0]
+        return forward(q, k, v)[0].astype(out_dtype)
 
     def attend_fwd(q: Any, k: Any, v: Any) -> tuple[Any, tuple[Any, ...]]:
         out, lse = forward(q, k, v)  # (..., Hq, L, Ev), (..., Hq, L), sequence-sharded
-        return out, (q, k, v, out, lse)
+        # out stays in the compute dtype for the backward (float32 for 16-bit inputs)
+        return out.astype(out_dtype), (q, k, v, out, lse)
 
     def attend_bwd(saved: tuple[Any, ...], d_out: Any) -> tuple[Any, Any, Any]:
         (d_out,) = _placed(mesh, (d_out,), [os])  # an Explicit mesh: as out
@@ -300,7 +305,7 @@ def ulysses_attention(
             f"{fn} got a score_mod; Ulysses gives each device a slice of the heads, so a "
             "score_mod's head index would be local: use ring_attention with score_mods."
         )
-    parts, specs, core, (q, k, v) = _prepare(
+    parts, specs, core, (q, k, v), _ = _prepare(
         fn, q, k, v, mesh, axis, layout, lead_axes, core_kwargs
     )
     mask = core.get("attn_mask")

@@ -317,3 +317,27 @@ def test_batch_and_ring_hlo_and_output_sharding() -> None:
     assert "collective-permute" in hlo, "no collective-permute in the HLO"
     for collective in ("all-gather", "all-to-all", "all-reduce"):
         assert collective not in hlo, f"{collective} in the batch x ring HLO"
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_ring_16bit_within_4x_the_cores_error(dtype: str) -> None:
+    """16-bit ring outputs and gradients: merges and the dq/dk/dv sums run in float32
+    (only each step's result is rounded to 16 bits), so the error against float64 of the
+    same rounded inputs stays within 4x the one-device core's own (PyTorch's rule for
+    its low-precision kernels)."""
+    dt = getattr(jnp, dtype)
+    q, k, v, ct = (x.astype(dt) for x in _inputs((1, 4, 128, 16), (1, 4, 128, 16), 16,
+                                                   jnp.float32, seed=7))  # fmt: skip
+    kw = {"is_causal": True}
+    gold = _core(*(x.astype(jnp.float64) for x in (q, k, v, ct)), kw)
+    ring = _out_and_grads(_sharded(ring_attention, "zigzag", _mesh(), kw), q, k, v, ct)
+
+    def core(q: Any, k: Any, v: Any) -> Any:
+        return ak.scaled_dot_product_attention(q, k, v, **kw)
+
+    one = _out_and_grads(core, q, k, v, ct)
+    for name, r, o, g in zip(("out", "dq", "dk", "dv"), ring, one, gold, strict=True):
+        assert r.dtype == np.dtype(dt), f"{name} came back as {r.dtype}, not {dtype}"
+        err = float(np.max(np.abs(r.astype(np.float64) - g)))
+        allowed = 4 * float(np.max(np.abs(o.astype(np.float64) - g))) + 1e-6
+        assert err <= allowed, f"{dtype} {name}: ring error {err:.3g} > allowed {allowed:.3g}"

@@ -46,6 +46,7 @@ CHECKS = [
     "zigzag_roundtrip",
     "dtensor_batch_head_parallel",
     "ring_subgroups_batch_x_seq",
+    "ring_bfloat16_zigzag_causal",
     "error_heads_not_divisible",
     "error_processes_disagree",
     "error_kwargs_disagree",

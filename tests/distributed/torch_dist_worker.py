@@ -230,6 +230,26 @@ def main() -> None:
             raise AssertionError(f"error {err}, local shape {tuple(local.shape)}")
         return f"error {err:.2g}"
 
+    @check("ring_bfloat16_zigzag_causal")
+    def _() -> str:
+        # bfloat16 in and out; within 4x the one-process core's own error against float64
+        # of the same rounded inputs (merges and gradient sums run in float32)
+        q, k, v, w = (x.bfloat16() for x in inputs((1, 4, n, 16), (1, 4, n, 16), f64))
+        gold = [shard(x, "zigzag") for x in core_grads(*(x.double() for x in (q, k, v, w)),
+                                                       is_causal=True)]  # fmt: skip
+        one = [shard(x, "zigzag") for x in core_grads(q, k, v, w, is_causal=True)]
+        got = dist_grads(ring, q, k, v, w, "zigzag", is_causal=True)
+        parts = []
+        for name, a, c, g in zip(("out", "dq", "dk", "dv"), got, one, gold, strict=True):
+            if a.dtype != torch.bfloat16:
+                raise AssertionError(f"{name} came back as {a.dtype}")
+            err = float((a.double() - g).abs().max())
+            allowed = 4 * float((c.double() - g).abs().max()) + 1e-6
+            if not err <= allowed:
+                raise AssertionError(f"bfloat16 {name}: error {err:.3g} > allowed {allowed:.3g}")
+            parts.append(f"{name} {err:.2g}<={allowed:.2g}")
+        return ", ".join(parts)
+
     @check("ring_subgroups_batch_x_seq")
     def _() -> str:
         # 2 x 2: batch entry b on ranks {2b, 2b + 1}, each pair one ring of 2 (group=)
