@@ -40,6 +40,7 @@ from typing import Any
 
 import attnkit as ak
 from attnkit.partial_backward import partial_attention_vjp
+from attnkit.ring_plan import Segments
 
 from .ring_layout import Piece, pair_is_empty, pair_is_full
 
@@ -67,6 +68,9 @@ class RingPlan:
     kv_offset: int
     structure: Any
     core_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: the segments mask's leading dims when the call has segment ids (q_ids, kv_ids
+    #: then come in beside q, k, v, and kv_ids travel with K, V), else None
+    segments: tuple[int, ...] | None = None
 
     def live_pairs(self, r: int, s: int) -> list[tuple[Piece, Piece]]:
         """The (query piece of shard r, key piece of shard s) pairs that do work."""
@@ -84,13 +88,18 @@ class RingPlan:
         out = []
         for qp, kp in self.live_pairs(r, s):
             qi, ki = self.q_pieces[r].index(qp), self.k_pieces[s].index(kp)
-            plain = self.core_kwargs.get("score_mod") is None and pair_is_full(
-                self.structure, qp, kp, self.q_offset, self.kv_offset
+            no_mod = self.core_kwargs.get("score_mod") is None
+            plain = (
+                no_mod
+                and self.segments is None
+                and pair_is_full(self.structure, qp, kp, self.q_offset, self.kv_offset)
             )
             q_at, kv_at = self.q_offset + qp.start, self.kv_offset + kp.start
             if plain:
                 out.append((qi, ki, None, None))
-            elif self.structure.translation_invariant and self.core_kwargs.get("score_mod") is None:
+            elif no_mod and self.structure is None:  # segment ids only: positions unread
+                out.append((qi, ki, 0, 0))
+            elif self.structure.translation_invariant and no_mod:
                 # causal and windows read kv position - q position only: canonical offsets
                 # make equal work on different devices one traced computation
                 rel = kv_at - q_at
@@ -99,12 +108,25 @@ class RingPlan:
                 out.append((qi, ki, q_at, kv_at))
         return tuple(out)
 
-    def kwargs(self, pair: Pair) -> dict[str, Any]:
-        """The core's keyword arguments for one pair (no structure for a plain pair)."""
+    def kwargs(
+        self, pair: Pair, ids: tuple[Any, Any] | None = None, pieces: Any = None
+    ) -> dict[str, Any]:
+        """The core's keyword arguments for one pair (no structure for a plain pair);
+        with segment ids ``ids`` (this shard's q_ids (..., 1, Lr), the visiting shard's
+        kv_ids (..., 1, Sr)) and the pair's (query piece, key piece), the two pieces'
+        segments mask, & the positional mask."""
         _, _, q_offset, kv_offset = pair
         if q_offset is None:
             return {k: v for k, v in self.core_kwargs.items() if k not in _STRUCTURE_KWARGS}
-        return {**self.core_kwargs, "q_offset": q_offset, "kv_offset": kv_offset}
+        kw = {**self.core_kwargs, "q_offset": q_offset, "kv_offset": kv_offset}
+        if self.segments is not None and ids is not None:
+            qp, kp = pieces
+            mask = Segments(None, None, self.segments).piece(
+                ids[0][..., qp.local : qp.local + qp.length],
+                ids[1][..., kp.local : kp.local + kp.length],
+            )  # (..., 1, n_q) against (..., 1, n_k)
+            kw["attn_mask"] = mask if kw.get("attn_mask") is None else mask & kw["attn_mask"]
+        return kw
 
 
 def _rows(x: Any, piece: Piece) -> Any:
@@ -138,7 +160,7 @@ def _forward_pair(plan: RingPlan, r: int, s: int, sig: tuple[Pair, ...]) -> Call
     """(o, lse) of shard r's queries against shard s's keys: (..., Hq, Lr, Ev), (..., Hq, Lr)."""
     import jax.numpy as jnp
 
-    def run(q: Any, k: Any, v: Any, empty: tuple[Any, Any]) -> tuple[Any, Any]:
+    def run(q: Any, k: Any, v: Any, ids: Any, empty: tuple[Any, Any]) -> tuple[Any, Any]:
         outs, lses = [], []
         for qi, qp in enumerate(plan.q_pieces[r]):
             parts = [
@@ -147,7 +169,7 @@ def _forward_pair(plan: RingPlan, r: int, s: int, sig: tuple[Pair, ...]) -> Call
                     _rows(k, plan.k_pieces[s][pair[1]]),
                     _rows(v, plan.k_pieces[s][pair[1]]),
                     return_lse=True,
-                    **plan.kwargs(pair),
+                    **plan.kwargs(pair, ids, (qp, plan.k_pieces[s][pair[1]])),
                 )
                 for pair in sig
                 if pair[0] == qi
@@ -182,7 +204,9 @@ def _empty(plan: RingPlan, q: Any, k: Any, v: Any) -> tuple[Any, Any]:
     return out, jnp.full(shapes[1].shape, -jnp.inf, shapes[1].dtype)
 
 
-def ring_forward(plan: RingPlan, q: Any, k: Any, v: Any) -> tuple[Any, Any]:
+def ring_forward(
+    plan: RingPlan, q: Any, k: Any, v: Any, q_ids: Any = None, kv_ids: Any = None
+) -> tuple[Any, Any]:
     """Per-device forward: q (..., Hq, Lr, E), k (..., Hkv, Sr, E), v (..., Hkv, Sr, Ev)
     local shards -> (out (..., Hq, Lr, Ev), lse (..., Hq, Lr)) over all keys, both in
     the core's compute dtype (float32 for 16-bit inputs: the merges do not round to 16
@@ -194,11 +218,12 @@ def ring_forward(plan: RingPlan, q: Any, k: Any, v: Any) -> tuple[Any, Any]:
     empty = _empty(plan, q, k, v)
     acc = None
     for t in range(P):
-        o, lse = _step(plan, t, partial(_forward_pair, plan), q, k, v, empty)
+        ids = None if q_ids is None else (q_ids, kv_ids)
+        o, lse = _step(plan, t, partial(_forward_pair, plan), q, k, v, ids, empty)
         o = o.astype(lse.dtype)  # merge in the compute dtype (float32 for 16-bit inputs)
         acc = (o, lse) if acc is None else ak.merge_partials([acc[0], o], [acc[1], lse])
-        if t < P - 1:
-            k, v = jax.lax.ppermute((k, v), plan.axis, perm)
+        if t < P - 1:  # segment ids (None when absent) travel with K and V
+            k, v, kv_ids = jax.lax.ppermute((k, v, kv_ids), plan.axis, perm)
     return acc
 
 
@@ -206,7 +231,9 @@ def _backward_pair(plan: RingPlan, r: int, s: int, sig: tuple[Pair, ...]) -> Cal
     """(dq share, dk, dv) of shard r's queries against shard s's keys, local shapes."""
     import jax.numpy as jnp
 
-    def run(q: Any, k: Any, v: Any, out: Any, lse: Any, d_out: Any) -> tuple[Any, Any, Any]:
+    def run(
+        q: Any, k: Any, v: Any, out: Any, lse: Any, d_out: Any, ids: Any
+    ) -> tuple[Any, Any, Any]:
         dq: list[Any] = [None] * len(plan.q_pieces[r])
         dk: list[Any] = [None] * len(plan.k_pieces[s])
         dv: list[Any] = [None] * len(plan.k_pieces[s])
@@ -216,7 +243,7 @@ def _backward_pair(plan: RingPlan, r: int, s: int, sig: tuple[Pair, ...]) -> Cal
             rows = slice(qp.local, qp.local + qp.length)
             g = partial_attention_vjp(
                 _rows(q, qp), _rows(k, kp), _rows(v, kp), out[..., rows, :], lse[..., rows],
-                d_out[..., rows, :], **plan.kwargs(pair),
+                d_out[..., rows, :], **plan.kwargs(pair, ids, (qp, kp)),
             )  # fmt: skip
             for acc, i, grad in ((dq, qi, g[0]), (dk, ki, g[1]), (dv, ki, g[2])):
                 acc[i] = grad if acc[i] is None else acc[i] + grad
@@ -238,7 +265,15 @@ def _backward_pair(plan: RingPlan, r: int, s: int, sig: tuple[Pair, ...]) -> Cal
 
 
 def ring_backward(
-    plan: RingPlan, q: Any, k: Any, v: Any, out: Any, lse: Any, d_out: Any
+    plan: RingPlan,
+    q: Any,
+    k: Any,
+    v: Any,
+    out: Any,
+    lse: Any,
+    d_out: Any,
+    q_ids: Any = None,
+    kv_ids: Any = None,
 ) -> tuple[Any, Any, Any]:
     """Per-device backward from the saved (out, lse): local (dq, dk, dv) of q's, k's and
     v's local shapes. dK, dV of the visiting shard travel with K, V; after the last step
@@ -250,13 +285,14 @@ def ring_backward(
     cd = lse.dtype  # accumulate (and send dK, dV) in the compute dtype: float32 for 16-bit
     dq = dk = dv = None
     for t in range(P):
-        g = _step(plan, t, partial(_backward_pair, plan), q, k, v, out, lse, d_out)
+        ids = None if q_ids is None else (q_ids, kv_ids)
+        g = _step(plan, t, partial(_backward_pair, plan), q, k, v, out, lse, d_out, ids)
         g = tuple(x.astype(cd) for x in g)
         dq = g[0] if dq is None else dq + g[0]
         dk = g[1] if dk is None else dk + g[1]
         dv = g[2] if dv is None else dv + g[2]
         if t < P - 1:
-            k, v, dk, dv = jax.lax.ppermute((k, v, dk, dv), plan.axis, perm)
+            k, v, dk, dv, kv_ids = jax.lax.ppermute((k, v, dk, dv, kv_ids), plan.axis, perm)
         elif P > 1:
             dk, dv = jax.lax.ppermute((dk, dv), plan.axis, perm)
     return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype)

@@ -53,20 +53,24 @@ arrays are already in zigzag order (:func:`zigzag_shard`; shard r holds chunks r
 Masks: ``is_causal``, ``window``, ``q_offset``/``kv_offset`` and positional
 ``attnkit.masks`` structures (causal, sliding_window, documents, global_tokens,
 block_sparse, key_padding with int lengths, their ``&``/``|``) apply by absolute
-position, exactly as on one device. Masks carried by arrays (dense, segments), dropout,
-``return_lse``/``return_weights`` are refused (``ParameterError``). A query row with no
-key gives output 0 and gradient 0, never NaN.
+position, exactly as on one device. Segment ids (``attnkit.masks.segments(q_ids,
+kv_ids)``, alone or ``&`` a positional structure; the whole sequence's ids in the
+arrays' order) are sharded like the sequence, and each key shard's ids travel with its
+keys (ring only). Other masks carried by arrays (dense, key padding by an array of
+lengths), dropout, ``return_lse``/``return_weights`` are refused (``ParameterError``).
+A query row with no key gives output 0 and gradient 0, never NaN.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 from typing import Any
 
 import attnkit as ak
 from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
 from attnkit.masks import Mask
-from attnkit.ring_plan import LAYOUTS, PlacedMask, ring_structure, shard_pieces
+from attnkit.ring_plan import LAYOUTS, PlacedMask, ring_structure, shard_pieces, split_segments
 
 from .ring_steps import RingPlan, ring_backward, ring_forward
 from .sharding_checks import (
@@ -93,10 +97,11 @@ def _prepare(
     layout: Any,
     lead_axes: Any,
     kwargs: dict[str, Any],
-) -> tuple[int, tuple[Any, ...], dict[str, Any], tuple[Any, Any, Any], Any]:
+) -> tuple[int, tuple[Any, ...], dict[str, Any], tuple[Any, Any, Any], Any, Any]:
     """Every check, before any work: (P, (q, k, v, out, lse) PartitionSpecs, the core's
     kwargs with dropout_p dropped and masks placed, (q, k, v) placed on the mesh, the
-    output's dtype)."""
+    output's dtype, and for a ring with segment ids (Segments with the ids placed, their
+    two PartitionSpecs), else None)."""
     import jax
 
     parts = check_mesh_axis(mesh, axis, fn)
@@ -122,10 +127,21 @@ def _prepare(
     lse_spec = PartitionSpec(*lead, *([None] * (out_ndim - 2 - len(lead))), axis)
     specs += [expected_spec(out_ndim, axis, lead), lse_spec]
     core = {key: val for key, val in kwargs.items() if key != "dropout_p"}
+    segments = None
+    if fn == "ring_attention":  # segment ids travel with K/V; the rest stays positional
+        segments, core["attn_mask"] = split_segments(core.get("attn_mask"))
+        if core["attn_mask"] is None:
+            del core["attn_mask"]
     for name in ("attn_mask", "window"):
         if isinstance(core.get(name), Mask):
             core[name] = PlacedMask(core[name])
-    return parts, tuple(specs), core, _placed(mesh, (q, k, v), specs), out_dtype
+    placed = _placed(mesh, (q, k, v), specs)
+    if segments is not None:  # ids (..., 1, L) and (..., 1, S), sharded on the last axis
+        id_specs = [PartitionSpec(*([None] * (x.ndim - 1)), axis)
+                    for x in (segments.q_ids, segments.kv_ids)]  # fmt: skip
+        ids = _placed(mesh, (segments.q_ids, segments.kv_ids), id_specs)
+        segments = (dataclasses.replace(segments, q_ids=ids[0], kv_ids=ids[1]), id_specs)
+    return parts, tuple(specs), core, placed, out_dtype, segments
 
 
 def _core_checks(q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> Any:
@@ -204,7 +220,7 @@ def ring_attention(
     """
     import jax
 
-    parts, specs, core, (q, k, v), out_dtype = _prepare(
+    parts, specs, core, (q, k, v), out_dtype, segments = _prepare(
         "ring_attention", q, k, v, mesh, axis, layout, lead_axes, core_kwargs
     )
     q_offset, kv_offset = core.pop("q_offset", 0), core.pop("kv_offset", 0)
@@ -214,7 +230,7 @@ def ring_attention(
         core.get("causal_alignment", "top_left"),
         core.get("attn_mask"),
     )
-    positional = structure is not None or core.get("score_mod") is not None
+    positional = structure is not None or core.get("score_mod") is not None or segments is not None
     # positions matter only where a structure or score_mod reads them; otherwise every
     # shard is one contiguous block (one core call per step, no switch)
     piece_layout = layout if positional else "contiguous"
@@ -227,32 +243,38 @@ def ring_attention(
         kv_offset=kv_offset,
         structure=structure,
         core_kwargs=core,
+        segments=None if segments is None else segments[0].lead,
     )
     qs, ks, vs, os, ls = specs
+    ids: tuple[Any, ...] = ()  # (q_ids, kv_ids) of segments: inputs beside q, k, v
+    id_specs: tuple[Any, ...] = ()
+    if segments is not None:
+        ids, id_specs = (segments[0].q_ids, segments[0].kv_ids), tuple(segments[1])
     forward = jax.shard_map(
-        partial(ring_forward, plan), mesh=mesh, in_specs=(qs, ks, vs), out_specs=(os, ls),
-        check_vma=False,
+        partial(ring_forward, plan), mesh=mesh, in_specs=(qs, ks, vs, *id_specs),
+        out_specs=(os, ls), check_vma=False,
     )  # fmt: skip
     backward = jax.shard_map(
-        partial(ring_backward, plan), mesh=mesh, in_specs=(qs, ks, vs, os, ls, os),
+        partial(ring_backward, plan), mesh=mesh, in_specs=(qs, ks, vs, os, ls, os, *id_specs),
         out_specs=(qs, ks, vs), check_vma=False,
     )  # fmt: skip
 
     @jax.custom_vjp
-    def attend(q: Any, k: Any, v: Any) -> Any:
-        return forward(q, k, v)[0].astype(out_dtype)
+    def attend(q: Any, k: Any, v: Any, *ids: Any) -> Any:
+        return forward(q, k, v, *ids)[0].astype(out_dtype)
 
-    def attend_fwd(q: Any, k: Any, v: Any) -> tuple[Any, tuple[Any, ...]]:
-        out, lse = forward(q, k, v)  # (..., Hq, L, Ev), (..., Hq, L), sequence-sharded
+    def attend_fwd(q: Any, k: Any, v: Any, *ids: Any) -> tuple[Any, tuple[Any, ...]]:
+        out, lse = forward(q, k, v, *ids)  # (..., Hq, L, Ev), (..., Hq, L), sequence-sharded
         # out stays in the compute dtype for the backward (float32 for 16-bit inputs)
-        return out.astype(out_dtype), (q, k, v, out, lse)
+        return out.astype(out_dtype), (q, k, v, out, lse, ids)
 
-    def attend_bwd(saved: tuple[Any, ...], d_out: Any) -> tuple[Any, Any, Any]:
+    def attend_bwd(saved: tuple[Any, ...], d_out: Any) -> tuple[Any, ...]:
+        *arrays, ids = saved
         (d_out,) = _placed(mesh, (d_out,), [os])  # an Explicit mesh: as out
-        return backward(*saved, d_out)
+        return (*backward(*arrays, d_out, *ids), *(None for _ in ids))  # ids: no gradient
 
     attend.defvjp(attend_fwd, attend_bwd)
-    return attend(q, k, v)
+    return attend(q, k, v, *ids)
 
 
 def ulysses_attention(
@@ -305,7 +327,7 @@ def ulysses_attention(
             f"{fn} got a score_mod; Ulysses gives each device a slice of the heads, so a "
             "score_mod's head index would be local: use ring_attention with score_mods."
         )
-    parts, specs, core, (q, k, v), _ = _prepare(
+    parts, specs, core, (q, k, v), _, _ = _prepare(
         fn, q, k, v, mesh, axis, layout, lead_axes, core_kwargs
     )
     mask = core.get("attn_mask")

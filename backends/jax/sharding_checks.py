@@ -8,13 +8,11 @@ an attnkit error naming the argument, its shape or value, and the fix.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
-
-import array_api_compat as aac
 
 from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
 from attnkit.masks import Mask
+from attnkit.ring_plan import carries_arrays, split_segments
 
 __all__ = [
     "SUPPORTED_KWARGS",
@@ -51,17 +49,6 @@ def check_mesh_axis(mesh: Any, axis: Any, fn: str) -> int:
     return int(mesh.shape[axis])
 
 
-def _carries_arrays(obj: Any) -> bool:
-    """True when a mask holds arrays (segment ids, dense masks, array lengths)."""
-    if aac.is_array_api_obj(obj):
-        return True
-    if isinstance(obj, (tuple, list)):
-        return any(_carries_arrays(x) for x in obj)
-    if isinstance(obj, Mask) and dataclasses.is_dataclass(obj):
-        return any(_carries_arrays(getattr(obj, f.name)) for f in dataclasses.fields(obj))
-    return False
-
-
 def _aligned_bottom_right(obj: Any) -> bool:
     if getattr(obj, "alignment", None) == "bottom_right":
         return True
@@ -85,16 +72,34 @@ def check_call(fn: str, q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> None:
         )
     mask = kwargs.get("attn_mask")
     window = kwargs.get("window")
-    for name, m in (("attn_mask", mask), ("window", window)):
+    segments, rest = split_segments(mask) if fn == "ring_attention" else (None, mask)
+    for name, m in (("attn_mask", rest), ("window", window)):
         if m is None or (name == "window" and not isinstance(m, Mask)):
             continue
-        if not isinstance(m, Mask) or _carries_arrays(m):
+        if not isinstance(m, Mask) or carries_arrays(m):
             what = f"an array of shape {tuple(m.shape)}" if hasattr(m, "shape") else repr(m)
+            ids = (
+                "attnkit.masks.segments(q_ids, kv_ids) with the ids sharded like the "
+                "sequence (alone or & a positional structure), "
+                if fn == "ring_attention"
+                else "ring_attention for segment ids, "
+            )
             raise ParameterError(
                 f"{fn} got {name}={what}, a mask carried by arrays; a sharded call applies "
                 "masks by absolute position on each device, so pass a positional structure "
                 "(attnkit.masks.causal, sliding_window, documents(lengths), global_tokens, "
-                "block_sparse, key_padding with int lengths) or is_causal/window."
+                f"block_sparse, key_padding with int lengths) or is_causal/window; {ids}"
+                "or call the core on one device."
+            )
+    import jax
+
+    for what, ids in (() if segments is None else (("q_ids", segments.q_ids),
+                                                     ("kv_ids", segments.kv_ids))):  # fmt: skip
+        if not isinstance(ids, jax.Array):
+            raise ArgumentTypeError(
+                f"{fn} got attn_mask segments {what} of type {type(ids).__name__}; pass JAX "
+                "arrays of the whole sequence's ids (..., L) and (..., S), in the same order "
+                "as q and k (zigzag_shard(ids, P, axis=-1) for zigzag)."
             )
     L, S = q.shape[-2], k.shape[-2]
     alignment = kwargs.get("causal_alignment", "top_left")

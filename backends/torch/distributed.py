@@ -28,8 +28,12 @@ Gathered over the processes the result equals (float64 to ~1e-12) the one-proces
 with the core's keyword arguments (``is_causal``, ``scale``, ``enable_gqa``,
 ``causal_alignment``, ``window``, ``q_offset``/``kv_offset`` of the whole call,
 ``attn_mask`` as an :mod:`attnkit.masks` structure, ``score_mod``, ``impl``,
-``block_size``); no dropout, weights or lse. Fully masked rows give exactly 0 output and
-0 gradient, never NaN.
+``block_size``); no dropout, weights or lse. Positional structures apply by absolute
+position; segment ids (``attnkit.masks.segments(q_ids, kv_ids)``, alone or ``&`` a
+positional structure) are this process's shard of the ids, in its shards' order, and in
+the ring each key shard's ids travel with its keys; other masks carried by arrays are
+refused in the ring (Ulysses takes them for the whole sequence). Fully masked rows give
+exactly 0 output and 0 gradient, never NaN.
 
 Run it with ``torchrun --standalone --nproc-per-node=4 script.py``::
 

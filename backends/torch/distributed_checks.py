@@ -28,6 +28,7 @@ from attnkit.errors import (
     ShapeError,
 )
 from attnkit.masks import Geometry, Mask
+from attnkit.ring_plan import Segments, carries_arrays, split_segments
 from attnkit.validation import Problem, default_block_size
 from attnkit.validation import check_call as validate_call
 
@@ -51,6 +52,7 @@ class Call:
     S: int
     local: Problem
     kwargs: dict[str, Any]
+    segments: Segments | None = None  # the ring's segment ids (this shard's), if any
 
 
 def check_call(
@@ -74,6 +76,11 @@ def check_call(
     _agree(name, group, rank, world, text, error)
     L, S = q.shape[-2] * world, k.shape[-2] * world
     kw = {n: kwargs[n] for n in kwargs if n in _CORE}
+    segments = None
+    if name == "ring_attention":  # segment ids travel with K/V; the rest is positional
+        segments, kw["attn_mask"] = split_segments(kw.get("attn_mask"))
+        if kw["attn_mask"] is None:
+            del kw["attn_mask"]
     if isinstance(kw.get("attn_mask"), Mask):  # checked above: pieces skip the check
         kw["attn_mask"] = PlacedMask(kw["attn_mask"])
     if kw.get("block_size") is None and local is not None:
@@ -81,7 +88,7 @@ def check_call(
         # holds rows x (S / P) scores, so the blocks' memory falls as 1/P with the rest
         # (at the same number of blocks in all as on one process).
         kw["block_size"] = default_block_size(local, share=world)
-    return Call(group, rank, world, L, S, local, kw)
+    return Call(group, rank, world, L, S, local, kw, segments)
 
 
 def _check_local(
@@ -114,6 +121,25 @@ def _check_local(
             f"absolute, so it applies to every shard), got a {type(mask).__name__}; express "
             "padding and documents with attnkit.masks, or fold a dense mask into score_mod."
         )
+    segments = None
+    if name == "ring_attention":
+        segments, rest = split_segments(mask)
+        for arg, m in (("attn_mask", rest), ("window", kw.get("window"))):
+            if isinstance(m, Mask) and carries_arrays(m):
+                raise ParameterError(
+                    f"{name}: {arg}={m!r} is a mask carried by arrays (dense, array "
+                    "lengths, segment ids under |), which index the call's own rows and "
+                    "columns, not a ring piece's; pass attnkit.masks.segments(q_ids, "
+                    "kv_ids) with this process's shards of the ids (alone or & a "
+                    "positional structure), a positional structure (causal, "
+                    "sliding_window, documents(lengths), global_tokens, block_sparse, "
+                    "key_padding with int lengths) or is_causal/window; or use "
+                    "ulysses_attention, which runs the core on the whole sequence and "
+                    "takes them (with the whole sequence's arrays on every process)."
+                )
+        if segments is not None:
+            _check_segments(name, q, k, segments)
+            mask = rest
     backend = str(dist.get_backend(group))
     want = "cpu" if backend == "gloo" else "cuda" if backend == "nccl" else None
     for arg, x in (("query", q), ("key", k), ("value", v)):
@@ -131,11 +157,15 @@ def _check_local(
             )
     core = {n: kw[n] for n in _CORE if n in kw}
     align = core.pop("causal_alignment", "top_left")
+    core.pop("attn_mask", None)
     if mask is not None:  # a structure is checked against the whole call, not the shard
         L, S = q.shape[-2] * world, k.shape[-2] * world
         whole = Geometry(L, S, kw.get("q_offset", 0), kw.get("kv_offset", 0))
         mask.check(array_namespace(q), q.device, whole, "attn_mask")
         core["attn_mask"] = PlacedMask(mask)
+    if segments is not None:  # this shard's ids against this shard's queries and keys
+        ids = segments.piece(segments.q_ids, segments.kv_ids)
+        core["attn_mask"] = ids if mask is None else ids & core["attn_mask"]
     local = validate_call(q, k, v, core.pop("attn_mask", None), causal_alignment=align, **core)
     if layout == "zigzag":
         for arg, x in (("query", q), ("key", k)):
@@ -157,6 +187,25 @@ def _check_local(
                     f"that is a multiple of {world}."
                 )
     return local
+
+
+def _check_segments(name: str, q: Any, k: Any, seg: Segments) -> None:
+    """This process's segment ids: torch integer tensors on the shards' device, one id
+    per local query (..., L/P) and key (..., S/P) position, in the shards' order."""
+    for arg, ids, x in (("q_ids", seg.q_ids, q), ("kv_ids", seg.kv_ids, k)):
+        if not isinstance(ids, torch.Tensor) or ids.device != x.device:
+            where = type(ids).__name__ if not isinstance(ids, torch.Tensor) else ids.device
+            raise DeviceMismatchError(
+                f"{name}: attn_mask segments {arg} must be a torch tensor on {x.device} "
+                f"like the shards, got {where}; move it with .to({str(x.device)!r})."
+            )
+        if ids.shape[-1] != x.shape[-2]:
+            raise ShapeError(
+                f"{name}: attn_mask segments {arg} has {ids.shape[-1]} ids on its last axis "
+                f"but this process holds {x.shape[-2]} positions ({tuple(x.shape)}); pass "
+                "this process's shard of the ids, in the shards' order (zigzag_shard(ids, "
+                "rank, world, dim=-1) for the zigzag layout)."
+            )
 
 
 def _describe(q: Any, k: Any, v: Any, layout: str, kw: dict[str, Any]) -> str:

@@ -69,6 +69,19 @@ class _Plan:
     def offsets(self, qp: Piece, kp: Piece) -> dict[str, Any]:
         return {"q_offset": self.q_offset + qp.start, "kv_offset": self.kv_offset + kp.start}
 
+    def pair(self, qp: Piece, kp: Piece, kv_ids: Any) -> dict[str, Any]:
+        """The core's keyword arguments for one (query piece, key piece) pair: offsets,
+        and with segment ids the two pieces' segments mask (& the positional mask)."""
+        kw = {**self.core, **self.offsets(qp, kp)}
+        seg = self.call.segments
+        if seg is not None:
+            ids = seg.piece(
+                seg.q_ids[..., qp.local : qp.local + qp.length],
+                kv_ids[..., kp.local : kp.local + kp.length],
+            )  # (..., 1, n_q) against (..., 1, n_k)
+            kw["attn_mask"] = ids if kw.get("attn_mask") is None else ids & kw["attn_mask"]
+        return kw
+
 
 def _rows(x: Any, piece: Piece) -> Any:
     return x[..., piece.local : piece.local + piece.length, :]  # (..., n_piece, E)
@@ -99,9 +112,11 @@ class _Ring(torch.autograd.Function):
         lead = tuple(p.out_lead)  # (..., Hq)
         outs: list[Any] = [None] * len(plan.q_pieces)
         lses: list[Any] = [None] * len(plan.q_pieces)
-        k_cur, v_cur = k, v
+        seg = call.segments
+        cur = [k, v] if seg is None else [k, v, seg.kv_ids]  # what travels: K, V (, ids)
         for t, pairs in enumerate(plan.steps):
-            pending = _exchange(call, [k_cur, v_cur]) if t < call.world - 1 else None
+            pending = _exchange(call, cur) if t < call.world - 1 else None
+            k_cur, v_cur, ids_cur = (*cur, None)[:3]
             for i, kp in pairs:
                 qp = plan.q_pieces[i]
                 o, lse = ak.scaled_dot_product_attention(
@@ -109,8 +124,7 @@ class _Ring(torch.autograd.Function):
                     _rows(k_cur, kp),
                     _rows(v_cur, kp),
                     return_lse=True,
-                    **plan.core,
-                    **plan.offsets(qp, kp),
+                    **plan.pair(qp, kp, ids_cur),
                 )  # (..., Hq, n_i, Ev), (..., Hq, n_i)
                 o = o.to(lse.dtype)  # accumulate in the compute dtype (float32 for 16-bit)
                 if outs[i] is None:
@@ -118,7 +132,7 @@ class _Ring(torch.autograd.Function):
                 else:
                     outs[i], lses[i] = ak.merge_partials([outs[i], o], [lses[i], lse])
             if pending is not None:
-                (k_cur, v_cur), reqs = pending
+                cur, reqs = pending
                 _wait(reqs)
         cd = p.compute_dtype
         for i, qp in enumerate(plan.q_pieces):
@@ -140,9 +154,11 @@ class _Ring(torch.autograd.Function):
         dq = torch.zeros(q.shape, dtype=cd, device=q.device)
         dk_cur = torch.zeros(k.shape, dtype=cd, device=k.device)
         dv_cur = torch.zeros(v.shape, dtype=cd, device=v.device)
-        k_cur, v_cur = k, v
+        seg = call.segments
+        cur = [k, v] if seg is None else [k, v, seg.kv_ids]  # what travels: K, V (, ids)
         for t, pairs in enumerate(plan.steps):
-            pending = _exchange(call, [k_cur, v_cur]) if t < call.world - 1 else None
+            pending = _exchange(call, cur) if t < call.world - 1 else None
+            k_cur, v_cur, ids_cur = (*cur, None)[:3]
             for i, kp in pairs:
                 qp = plan.q_pieces[i]
                 dq_b, dk_b, dv_b = partial_attention_vjp(
@@ -152,14 +168,13 @@ class _Ring(torch.autograd.Function):
                     _rows(out, qp),
                     lse[..., qp.local : qp.local + qp.length],
                     _rows(d_out, qp),
-                    **plan.core,
-                    **plan.offsets(qp, kp),
+                    **plan.pair(qp, kp, ids_cur),
                 )  # query piece's, key piece's and value piece's shapes
                 _rows(dq, qp).add_(dq_b)
                 _rows(dk_cur, kp).add_(dk_b)
                 _rows(dv_cur, kp).add_(dv_b)
             if pending is not None:
-                (k_cur, v_cur), reqs = pending
+                cur, reqs = pending
                 _wait(reqs)
             if call.world > 1:  # dK, dV follow K, V one hop (the last hop brings them home)
                 (dk_cur, dv_cur), reqs = _exchange(call, [dk_cur, dv_cur])

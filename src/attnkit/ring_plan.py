@@ -19,12 +19,27 @@ attention does O(pairs) work).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from .masks import Geometry, Mask, Tile, causal, clip_ranges, sliding_window
+import array_api_compat as aac
 
-__all__ = ["LAYOUTS", "Piece", "PlacedMask", "pair_is_empty", "ring_structure", "shard_pieces"]
+from .masks import Geometry, Mask, Tile, causal, clip_ranges, sliding_window
+from .masks.algebra import _Combined
+from .masks.arrays import _Segments
+
+__all__ = [
+    "LAYOUTS",
+    "Piece",
+    "PlacedMask",
+    "Segments",
+    "carries_arrays",
+    "pair_is_empty",
+    "ring_structure",
+    "shard_pieces",
+    "split_segments",
+]
 
 #: The shard layouts: zigzag (load-balanced for causal) and contiguous.
 LAYOUTS = ("zigzag", "contiguous")
@@ -114,3 +129,58 @@ def pair_is_empty(
         return False
     g = Geometry(q.length, k.length, q_offset + q.start, kv_offset + k.start)
     return not clip_ranges(structure.key_ranges(g, 0, q.length), k.length)
+
+
+def carries_arrays(obj: Any) -> bool:
+    """True when a mask holds arrays (segment ids, dense masks, array lengths), searched
+    through ``&``/``|`` combinations. Such masks index their arrays by the call's local
+    rows and columns, so a ring's pieces cannot take them as they are: ring front-ends
+    refuse them."""
+    if aac.is_array_api_obj(obj):
+        return True
+    if isinstance(obj, (tuple, list)):
+        return any(carries_arrays(x) for x in obj)
+    if isinstance(obj, PlacedMask):
+        return carries_arrays(obj.inner)
+    if isinstance(obj, Mask) and dataclasses.is_dataclass(obj):
+        return any(carries_arrays(getattr(obj, f.name)) for f in dataclasses.fields(obj))
+    return False
+
+
+@dataclass(frozen=True)
+class Segments:
+    """Segment ids of a ring call, taken out of ``attnkit.masks.segments``: ``q_ids``
+    (..., 1, L) and ``kv_ids`` (..., 1, S) as the mask stores them (a head axis of 1
+    added where the ids have leading dims), and the mask's leading dims ``lead``.
+
+    In a ring the ids are sharded like the sequence they label: each shard's query ids
+    stay, its key ids travel with K and V, and each (query piece, key piece) pair gets
+    :meth:`piece`, the segments mask of the two pieces' ids."""
+
+    q_ids: Any
+    kv_ids: Any
+    lead: tuple[int, ...]
+
+    def piece(self, q_ids: Any, kv_ids: Any) -> Mask:
+        """The segments mask of one pair: the query piece's ids (..., 1, n_q) against
+        the key piece's (..., 1, n_k)."""
+        return _Segments(q_ids, kv_ids, self.lead)
+
+
+def split_segments(mask: Any) -> tuple[Segments | None, Any]:
+    """(segment ids, the rest of the mask) of a ring's ``attn_mask``: ``segments(...)``
+    alone gives (ids, None); ``segments(...) & positional`` gives (ids, positional);
+    a mask without segment ids gives (None, mask). Any other mask that carries arrays
+    (dense, array lengths, segments inside ``|``, two segment masks) gives (None, mask)
+    and is for the caller to refuse (:func:`carries_arrays`)."""
+    if isinstance(mask, _Segments):
+        return Segments(mask.q_ids, mask.kv_ids, mask.lead), None
+    if isinstance(mask, _Combined) and mask.op == "and":
+        seg = [p for p in mask.parts if isinstance(p, _Segments)]
+        rest = [p for p in mask.parts if not isinstance(p, _Segments)]
+        if len(seg) == 1 and not any(carries_arrays(p) for p in rest):
+            out = rest[0]
+            for part in rest[1:]:
+                out = out & part
+            return Segments(seg[0].q_ids, seg[0].kv_ids, seg[0].lead), out
+    return None, mask

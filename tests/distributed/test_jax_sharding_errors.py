@@ -96,7 +96,7 @@ def test_array_masks_dropout_and_unknown_arguments_refused(mesh: Any) -> None:
         ring_attention(q, k, v, mesh=mesh, axis="seq", attn_mask=dense)
     ids = jnp.zeros((1, 64), dtype=jnp.int32)
     with pytest.raises(ParameterError, match=r"segments.*carried by arrays"):
-        ring_attention(q, k, v, mesh=mesh, axis="seq", attn_mask=ak.masks.segments(ids))
+        ulysses_attention(q, k, v, mesh=mesh, axis="seq", attn_mask=ak.masks.segments(ids))
     with pytest.raises(ParameterError, match=r"dropout_p=0\.1"):
         ring_attention(q, k, v, mesh=mesh, axis="seq", dropout_p=0.1)
     with pytest.raises(ParameterError, match="return_lse"):
@@ -176,3 +176,21 @@ def test_ulysses_local_heads_not_divisible(mesh2: Any) -> None:
     q, k, v = (jnp.concatenate([x, x], axis=0) for x in (q, k, v))
     with pytest.raises(ShapeError, match=r"2 heads \(1 per device of 'data'\)"):
         ulysses_attention(q, k, v, mesh=mesh2, axis="seq", lead_axes=(None, "data"))
+
+
+def test_array_masks_beyond_segments_refused(mesh: Any) -> None:
+    q, k, v = _qkv(L=64, H=4)
+    ids = jnp.zeros((1, 64), dtype=jnp.int32)
+    seg = ak.masks.segments(ids)
+    lens = ak.masks.key_padding(jnp.asarray([50]))
+    for m in (seg | ak.masks.causal(), seg & lens, lens):
+        with pytest.raises(ParameterError, match=r"carried by arrays.*masks\.segments"):
+            ring_attention(q, k, v, mesh=mesh, axis="seq", attn_mask=m)
+    with pytest.raises(ParameterError, match="ring_attention for segment ids"):
+        ulysses_attention(q, k, v, mesh=mesh, axis="seq", attn_mask=seg)
+    with pytest.raises(ArgumentTypeError, match="segments q_ids of type ndarray"):
+        ring_attention(
+            q, k, v, mesh=mesh, axis="seq", attn_mask=ak.masks.segments(np.zeros((1, 64), int))
+        )
+    with pytest.raises(ShapeError, match="ids"):  # the core's own check, whole call
+        ring_attention(q, k, v, mesh=mesh, axis="seq", attn_mask=ak.masks.segments(ids[:, :32]))

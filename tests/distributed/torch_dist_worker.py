@@ -304,6 +304,55 @@ def main() -> None:
             ParameterError, "attnkit.masks", lambda: ring_attention(*good, attn_mask=dense)
         )
     )
+
+    @check("error_array_masks_in_ring")
+    def _() -> str:
+        # dense masks and array lengths index the call's own rows: refused in the ring;
+        # segment ids must be this process's shard of them
+        ids = torch.arange(n).div(5, rounding_mode="floor")[None]  # (1, L) whole sequence
+        lens = ak.masks.key_padding(torch.tensor([n - 3]))
+        seg = ak.masks.segments(ids)
+        for m in (lens, seg | ak.masks.causal(), seg & lens):
+            raises(
+                ParameterError, "carried by arrays", lambda m=m: ring_attention(*good, attn_mask=m)
+            )
+        return raises(
+            ShapeError, "this process's shard", lambda: ring_attention(*good, attn_mask=seg)
+        )
+
+    @check("ring_segments")
+    def _() -> str:
+        # packed documents by segment ids (batch 2, different packings), with causal and
+        # a window, zigzag: this process's ids travel with K/V; against the whole call
+        ids = (torch.arange(n) * 5 // n)[None].repeat(2, 1)  # (2, L): 5 documents
+        ids[1] = (torch.arange(n) * 3 // n).flip(0)  # 3 documents, ids descending
+        kw = {"is_causal": True, "window": (9, 0)}
+        q, k, v, w = inputs((2, 2, n, 8), (2, 2, n, 8), f64)
+        want = [
+            shard(x, "zigzag")
+            for x in core_grads(q, k, v, w, attn_mask=ak.masks.segments(ids), **kw)
+        ]
+        mine = zigzag_shard(ids, RANK, WORLD, dim=-1)  # (2, L / P)
+        got = dist_grads(ring, q, k, v, w, "zigzag", attn_mask=ak.masks.segments(mine), **kw)
+        errs = [float((a - c).abs().max()) for a, c in zip(got, want, strict=True)]
+        if not max(errs) <= T or not all(bool(torch.isfinite(a).all()) for a in got):
+            raise AssertionError(f"segments ring: errors {errs}")
+        both = ak.masks.segments(mine) & ak.masks.sliding_window((9, 0))  # & a structure
+        got2 = dist_grads(ring, q, k, v, w, "zigzag", attn_mask=both, is_causal=True)
+        errs2 = [float((a - c).abs().max()) for a, c in zip(got2, want, strict=True)]
+        if not max(errs2) <= T:
+            raise AssertionError(f"segments & window ring: errors {errs2}")
+        return f"max error {max(errs + errs2):.2g}"
+
+    @check("ulysses_segments_and_array_lengths")
+    def _() -> str:
+        # Ulysses runs the core on the whole sequence: the whole sequence's arrays apply
+        ids = (torch.arange(n) * 7 // n)[None].expand(2, n).clone()  # (2, L) 7 documents
+        ids[1] = ids[1].flip(0)
+        m = ak.masks.segments(ids) & ak.masks.key_padding(torch.tensor([n, n - 5]))
+        return compare(uly, "zigzag", (2, 4, n, 8), (2, 4, n, 8), f64, T, attn_mask=m,
+                       is_causal=True)  # fmt: skip
+
     check("error_dropout")(
         lambda: raises(ParameterError, "dropout", lambda: ring_attention(*good, dropout_p=0.1))
     )
