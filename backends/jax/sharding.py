@@ -70,7 +70,7 @@ from typing import Any
 import attnkit as ak
 from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
 from attnkit.masks import Mask
-from attnkit.ring_plan import LAYOUTS, PlacedMask, ring_structure, shard_pieces, split_segments
+from attnkit.ring_plan import LAYOUTS, PlacedMask, ring_structure, shard_pieces
 
 from .ring_steps import RingPlan, ring_backward, ring_forward
 from .sharding_checks import (
@@ -113,7 +113,7 @@ def _prepare(
                 f"{fn} takes JAX arrays, got {name} of type {type(x).__name__}; convert it "
                 "with jax.numpy.asarray (and place it with jax.device_put)."
             )
-    check_call(fn, q, k, v, kwargs)
+    segments, rest = check_call(fn, q, k, v, kwargs)  # ids travel with K/V in a ring
     arrays = {"query": q, "key": k, "value": v}
     check_lengths(fn, arrays, parts, layout, axis)
     lead = check_lead_axes(fn, mesh, axis, lead_axes, arrays, kwargs)
@@ -126,12 +126,9 @@ def _prepare(
 
     lse_spec = PartitionSpec(*lead, *([None] * (out_ndim - 2 - len(lead))), axis)
     specs += [expected_spec(out_ndim, axis, lead), lse_spec]
-    core = {key: val for key, val in kwargs.items() if key != "dropout_p"}
-    segments = None
-    if fn == "ring_attention":  # segment ids travel with K/V; the rest stays positional
-        segments, core["attn_mask"] = split_segments(core.get("attn_mask"))
-        if core["attn_mask"] is None:
-            del core["attn_mask"]
+    core = {key: val for key, val in kwargs.items() if key not in ("dropout_p", "attn_mask")}
+    if rest is not None:
+        core["attn_mask"] = rest
     for name in ("attn_mask", "window"):
         if isinstance(core.get(name), Mask):
             core[name] = PlacedMask(core[name])

@@ -55,9 +55,10 @@ def _aligned_bottom_right(obj: Any) -> bool:
     return any(_aligned_bottom_right(p) for p in getattr(obj, "parts", ()))
 
 
-def check_call(fn: str, q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> None:
-    """Arguments a sharded call cannot take: dropout, lse/weights requests, array masks,
-    and bottom-right alignment with L != S (its shift is the whole call's)."""
+def check_call(fn: str, q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """Arguments a sharded call cannot take: dropout, lse/weights requests, array masks
+    (a ring's segment ids excepted), and bottom-right alignment with L != S (its shift is
+    the whole call's). Returns ``attn_mask`` split as (segment ids or None, the rest)."""
     unknown = sorted(set(kwargs) - SUPPORTED_KWARGS)
     if unknown:
         raise ParameterError(
@@ -110,6 +111,7 @@ def check_call(fn: str, q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> None:
             f"causal_alignment='top_left' and q_offset = q_offset + S - L (= {S - L} more), "
             "which places the queries the same way."
         )
+    return segments, rest
 
 
 def check_lengths(fn: str, arrays: dict[str, Any], parts: int, layout: str, axis: str) -> None:

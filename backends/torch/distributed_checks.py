@@ -67,22 +67,17 @@ def check_call(
         )
     group = dist.group.WORLD if group is None else group
     rank, world = dist.get_rank(group), dist.get_world_size(group)
-    error, local = None, None
+    error, local, segments, mask = None, None, None, kwargs.get("attn_mask")
     try:
-        local = _check_local(name, q, k, v, group, world, layout, kwargs)
+        local, segments, mask = _check_local(name, q, k, v, group, world, layout, kwargs)
     except AttnkitError as e:
         error = e
     text = _describe(q, k, v, layout, kwargs)
     _agree(name, group, rank, world, text, error)
     L, S = q.shape[-2] * world, k.shape[-2] * world
-    kw = {n: kwargs[n] for n in kwargs if n in _CORE}
-    segments = None
-    if name == "ring_attention":  # segment ids travel with K/V; the rest is positional
-        segments, kw["attn_mask"] = split_segments(kw.get("attn_mask"))
-        if kw["attn_mask"] is None:
-            del kw["attn_mask"]
-    if isinstance(kw.get("attn_mask"), Mask):  # checked above: pieces skip the check
-        kw["attn_mask"] = PlacedMask(kw["attn_mask"])
+    kw = {n: kwargs[n] for n in kwargs if n in _CORE and n != "attn_mask"}
+    if mask is not None:  # without segment ids (they travel with K/V), checked above
+        kw["attn_mask"] = PlacedMask(mask) if isinstance(mask, Mask) else mask
     if kw.get("block_size") is None and local is not None:
         # The core's own choice with its score budget divided by the processes: a block
         # holds rows x (S / P) scores, so the blocks' memory falls as 1/P with the rest
@@ -93,7 +88,9 @@ def check_call(
 
 def _check_local(
     name: str, q: Any, k: Any, v: Any, group: Any, world: int, layout: str, kw: dict[str, Any]
-) -> Problem:
+) -> tuple[Problem, Segments | None, Any]:
+    """The local shard's Problem, the ring's segment ids (None without) and the rest
+    of ``attn_mask`` (the whole mask for Ulysses), all checked."""
     for arg, x in (("query", q), ("key", k), ("value", v)):
         if not isinstance(x, torch.Tensor):
             raise ArgumentTypeError(
@@ -186,7 +183,7 @@ def _check_local(
                     "processes: use ring_attention instead (any head count), or a head count "
                     f"that is a multiple of {world}."
                 )
-    return local
+    return local, segments, mask
 
 
 def _check_segments(name: str, q: Any, k: Any, seg: Segments) -> None:
