@@ -1,8 +1,10 @@
 """nox sessions: the conformance matrix once per backend, unit tests, lint, demo, bench.
 
 ``pip install nox && nox`` runs them all. Run one with ``nox -s conformance-torch``.
-PyTorch is asked for as exactly ``torch==2.13.0`` (the release the matrix is pinned to);
-the package itself does not pin it.
+Every session installs with ``-c tests/constraints.txt``: the test matrix is pinned there,
+torch (exactly ``torch==2.13.0``) and everything else, so the result does not depend on the
+day it runs; the package's own dependency ranges stay wide. ``nox -s latest`` (not a default
+session) runs the tests against the newest releases instead and names what moved.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ nox.options.sessions = [
 nox.options.error_on_missing_interpreters = True
 
 TORCH = "torch==2.13.0"
+#: The pinned test matrix (pip's ``-c`` format): every install below goes through it.
+CONSTRAINTS = Path(__file__).parent / "tests" / "constraints.txt"
+PINNED = ("-c", str(CONSTRAINTS))
 TEST_DEPS = ("pytest>=8",)
 # The conformance matrix includes the hypothesis-driven differential fuzzer (test_fuzz.py).
 CONFORMANCE_DEPS = (*TEST_DEPS, "hypothesis", "pytest-xdist")
@@ -60,7 +65,8 @@ SHARED = Path(__file__).parent / ".nox" / "shared"
 def _shared(session: nox.Session) -> dict[str, str]:
     """The shared environment, made or updated as needed; returns the env for session.run."""
     pyproject = (Path(__file__).parent / "pyproject.toml").read_bytes()
-    stamp = hashlib.sha256("\n".join(SHARED_DEPS).encode() + pyproject).hexdigest()
+    pins = CONSTRAINTS.read_bytes()
+    stamp = hashlib.sha256("\n".join(SHARED_DEPS).encode() + pyproject + pins).hexdigest()
     bindir = SHARED / "bin"
     stamp_file = SHARED / "attnkit-requirements.sha256"
     if not stamp_file.exists() or stamp_file.read_text() != stamp:
@@ -68,8 +74,8 @@ def _shared(session: nox.Session) -> dict[str, str]:
         session.run(sys.executable, "-m", "venv", "--clear", str(SHARED), external=True)
         pip = (str(bindir / "python"), "-m", "pip", "install", "-q")
         session.run(*pip, "--upgrade", "pip", external=True)
-        session.run(*pip, *SHARED_DEPS, external=True)
-        session.run(*pip, "-e", ".", external=True)
+        session.run(*pip, *PINNED, *SHARED_DEPS, external=True)
+        session.run(*pip, *PINNED, "-e", ".", external=True)
         stamp_file.write_text(stamp)
     else:
         session.log(f"reusing the shared environment {SHARED}")
@@ -91,10 +97,10 @@ def lint(session: nox.Session) -> None:
     import-linter walks the installed package (``attnkit.backends`` inside ``attnkit``, as
     setuptools lays it out), so it runs on a regular install from a directory outside the
     checkout."""
-    session.install("ruff==0.17.6", "import-linter>=2.1")  # ruff pinned: its rules change
+    session.install(*PINNED, "ruff", "import-linter")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
-    session.install("--no-deps", ".")
+    session.install(*PINNED, "--no-deps", ".")
     config = str(Path("pyproject.toml").resolve())
     with session.chdir(session.create_tmp()):
         session.run("lint-imports", config, "--no-cache")
@@ -122,8 +128,8 @@ def _conformance(session: nox.Session, backend: str, *extra: str, env: dict | No
 @nox.session(name="conformance-numpy")
 def conformance_numpy(session: nox.Session) -> None:
     """The matrix on NumPy, then again with read-only inputs."""
-    session.install(*CONFORMANCE_DEPS)
-    session.install(".")
+    session.install(*PINNED, *CONFORMANCE_DEPS)
+    session.install(*PINNED, ".")
     _conformance(session, "numpy")
     _conformance(session, "numpy", "--readonly")
 
@@ -131,8 +137,8 @@ def conformance_numpy(session: nox.Session) -> None:
 @nox.session(name="conformance-strict")
 def conformance_strict(session: nox.Session) -> None:
     """The matrix on array-api-strict, inputs on its second device."""
-    session.install("array-api-strict", *CONFORMANCE_DEPS)
-    session.install(".")
+    session.install(*PINNED, "array-api-strict", *CONFORMANCE_DEPS)
+    session.install(*PINNED, ".")
     _conformance(session, "strict")
 
 
@@ -202,6 +208,71 @@ def fuzz(session: nox.Session) -> None:
             failed.append(" ".join(flags))
     if failed:
         session.error(f"the fuzzer failed on: {', '.join(failed)}")
+
+
+def _pins() -> dict[str, str]:
+    """tests/constraints.txt as {normalized name: version}."""
+    pins = {}
+    for line in CONSTRAINTS.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            pins[_normalized(name)] = version.strip()
+    return pins
+
+
+def _normalized(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(".", "-")
+
+
+#: What the drift session runs: (what it checks, pytest arguments).
+LATEST_RUNS = (
+    ("unit tests (HF families, drop-ins, verify, ...)", ("tests", "--ignore=tests/distributed")),
+    ("conformance on numpy", ("conformance", "--backend=numpy")),
+    ("conformance on torch", ("conformance", "--backend=torch")),
+    ("conformance on jax under jit", ("conformance", "--backend=jax", "--jit")),
+    ("conformance on array-api-strict", ("conformance", "--backend=strict")),
+)
+
+
+@nox.session
+def latest(session: nox.Session) -> None:
+    """The tests against the newest releases (not a default session): drift, before it
+    breaks the pinned matrix.
+
+    Installs every test dependency upgraded past tests/constraints.txt (torch stays
+    ``torch==2.13.0``: the only build on this disk), prints each release that differs from
+    its pin, then runs the unit tests (the HF families, the drop-ins, ``verify``) and the
+    conformance matrix on numpy, torch, jax under jit and array-api-strict, every one even
+    when another fails. A failure ends with the list of moved releases beside the runs
+    that failed; each test's own message names the family or case.
+    """
+    others = [d for d in SHARED_DEPS if d != TORCH]
+    session.install("--upgrade", "--upgrade-strategy", "eager", TORCH, *others)
+    session.install("--upgrade", "--upgrade-strategy", "eager", "-e", ".")
+    frozen = session.run("python", "-m", "pip", "freeze", "--exclude-editable", silent=True)
+    pins = _pins()
+    moved = []
+    for line in str(frozen).splitlines():
+        if "==" not in line:
+            continue
+        name, version = line.split("==", 1)
+        pinned = pins.get(_normalized(name))
+        base = version.split("+", 1)[0]  # 2.13.0+cpu is the pinned 2.13.0
+        if pinned != base:
+            moved.append(f"{name} {pinned or '(not pinned)'} -> {version}")
+    session.log("moved from tests/constraints.txt:\n  " + ("\n  ".join(moved) or "nothing"))
+    failed = []
+    for what, args in LATEST_RUNS:
+        try:
+            session.run("pytest", *args, "-q", "-rs", "-n", "2", *session.posargs)
+        except nox.command.CommandFailed:
+            failed.append(what)
+    if failed:
+        session.error(
+            f"against the newest releases, these failed: {'; '.join(failed)}. Moved: "
+            f"{', '.join(moved) or 'nothing'}. Each test's message names the family or case."
+        )
 
 
 @nox.session(venv_backend="none")

@@ -6,6 +6,7 @@ import os
 import sys
 import tempfile
 import zlib
+from importlib import metadata
 
 import pytest
 
@@ -71,4 +72,10 @@ def pytest_report_header(config: pytest.Config) -> str:
     flags = [f for f in ("readonly", "jit") if config.getoption(f"--{f}")]
     if config.getoption("--sample") > 1:
         flags.append(f"sample 1/{config.getoption('--sample')}")
-    return f"attnkit conformance backend: {config.getoption('--backend')} {' '.join(flags)}"
+    backend = config.getoption("--backend")
+    package = {"strict": "array-api-strict"}.get(backend, backend)
+    try:
+        release = f"{package} {metadata.version(package)}"
+    except metadata.PackageNotFoundError:
+        release = f"{package} absent"
+    return f"attnkit conformance backend: {backend} ({release}) {' '.join(flags)}"

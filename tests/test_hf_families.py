@@ -1,6 +1,13 @@
 """Every transformers family attnkit is tried on: it runs attnkit and equals eager, or is
 refused at load with an attnkit error that names the family and the alternative.
 
+Which of the two is read from the installed transformers, not written here: a family
+whose modeling module calls the registered attention function
+(:func:`attnkit.backends.torch.hf_compat.routes_through_interface`) must run, the others
+must be refused. The README's table records what each row was checked on; a family that
+moved between transformers releases fails :func:`test_readme_table_is_this_table` with
+one message naming it, the version and what changed.
+
 Each family is a tiny randomly initialized model (2 layers, 4 heads, float32, seeded)
 built from its config. A family that runs is checked on a padded batch (left padding for
 decoders, right padding for encoders): outputs on the real tokens and the attention
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +29,9 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers reads it: no network
 torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+transformers = pytest.importorskip("transformers")
 
-from attnkit.backends.torch import hf  # noqa: E402
+from attnkit.backends.torch import hf, hf_compat  # noqa: E402
 
 import attnkit as ak  # noqa: E402
 
@@ -44,33 +52,34 @@ TINY = dict(
     pad_token_id=0,
 )
 
-# family -> (model kind, status). kind: "decoder" (causal LM, left padding, generate),
-# "encoder" (bidirectional, right padding), "seq2seq" (encoder-decoder, generate).
-FAMILIES: dict[str, tuple[str, str]] = {
-    "llama": ("decoder", "runs"),
-    "mistral": ("decoder", "runs"),
-    "qwen2": ("decoder", "runs"),
-    "qwen3": ("decoder", "runs"),
-    "phi": ("decoder", "runs"),
-    "gemma": ("decoder", "runs"),
-    "gemma2": ("decoder", "runs"),
-    "gpt2": ("decoder", "runs"),
-    "opt": ("decoder", "runs"),
-    "gpt_neox": ("decoder", "runs"),
-    "gptj": ("decoder", "runs"),
-    "starcoder2": ("decoder", "runs"),
-    "bert": ("encoder", "runs"),
-    "roberta": ("encoder", "runs"),
-    "distilbert": ("encoder", "runs"),
-    "electra": ("encoder", "runs"),
-    "albert": ("encoder", "runs"),
-    "t5": ("seq2seq", "runs"),
-    "bart": ("seq2seq", "runs"),
-    "bloom": ("decoder", "refused"),
-    "falcon": ("decoder", "refused"),
-    "mpt": ("decoder", "refused"),
-    "deberta-v2": ("encoder", "refused"),
+# family -> model kind: "decoder" (causal LM, left padding, generate), "encoder"
+# (bidirectional, right padding), "seq2seq" (encoder-decoder, generate).
+FAMILIES: dict[str, str] = {
+    "llama": "decoder",
+    "mistral": "decoder",
+    "qwen2": "decoder",
+    "qwen3": "decoder",
+    "phi": "decoder",
+    "gemma": "decoder",
+    "gemma2": "decoder",
+    "gpt2": "decoder",
+    "opt": "decoder",
+    "gpt_neox": "decoder",
+    "gptj": "decoder",
+    "starcoder2": "decoder",
+    "bert": "encoder",
+    "roberta": "encoder",
+    "distilbert": "encoder",
+    "electra": "encoder",
+    "albert": "encoder",
+    "t5": "seq2seq",
+    "bart": "seq2seq",
+    "bloom": "decoder",
+    "falcon": "decoder",
+    "mpt": "decoder",
+    "deberta-v2": "encoder",
 }
+VERSION = transformers.__version__
 # What a family names otherwise (or needs small) to be as tiny as TINY.
 OVERRIDES: dict[str, dict[str, Any]] = {
     "gptj": {"rotary_dim": 4},
@@ -85,25 +94,37 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         decoder_ffn_dim=48,
     ),
 }
-RUNS = [f for f, (_, status) in FAMILIES.items() if status == "runs"]
-REFUSED = [f for f, (_, status) in FAMILIES.items() if status == "refused"]
 
 
-def build(family: str, impl: str) -> Any:
-    from transformers import (
-        AutoConfig,
-        AutoModel,
-        AutoModelForCausalLM,
-        AutoModelForSeq2SeqLM,
-    )
+def config_and_auto(family: str) -> tuple[Any, Any]:
+    """The tiny config of ``family`` and the Auto class that builds its model."""
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
-    kind = FAMILIES[family][0]
+    kind = FAMILIES[family]
     config = AutoConfig.for_model(family, **TINY | OVERRIDES.get(family, {}))
     if kind == "seq2seq":
         config.decoder_start_token_id = 0
-    cls = {"decoder": AutoModelForCausalLM, "encoder": AutoModel}.get(kind, AutoModelForSeq2SeqLM)
+    auto = {"decoder": AutoModelForCausalLM, "encoder": AutoModel}.get(kind, AutoModelForSeq2SeqLM)
+    return config, auto
+
+
+def status(family: str) -> str:
+    """ "runs" where the installed transformers' modeling code of ``family`` calls the
+    registered attention function, else "refused"."""
+    config, auto = config_and_auto(family)
+    model_class = auto._model_mapping[type(config)]
+    return "runs" if hf_compat.routes_through_interface(model_class) else "refused"
+
+
+STATUS = {family: status(family) for family in FAMILIES}
+RUNS = [f for f in FAMILIES if STATUS[f] == "runs"]
+REFUSED = [f for f in FAMILIES if STATUS[f] == "refused"]
+
+
+def build(family: str, impl: str) -> Any:
+    config, auto = config_and_auto(family)
     torch.manual_seed(0)
-    return cls.from_config(config, attn_implementation=impl).eval()
+    return auto.from_config(config, attn_implementation=impl).eval()
 
 
 def padded(kind: str, batch: int = 3, length: int = 9) -> tuple[Any, Any]:
@@ -135,10 +156,13 @@ def forward(model: Any, kind: str, ids: Any, mask: Any) -> Any:
 
 @pytest.mark.parametrize("family", RUNS)
 def test_family_equals_eager(family: str) -> None:
-    kind = FAMILIES[family][0]
+    kind = FAMILIES[family]
     ids, mask = padded(kind)
-    got = forward(build(family, NAME), kind, ids, mask)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ak.AttnkitWarning)  # weights asked for must come
+        got = forward(build(family, NAME), kind, ids, mask)
     want = forward(build(family, "eager"), kind, ids, mask)
+    family = f"{family} (runs on transformers {VERSION})"  # names the release in messages
     valid = mask.bool()
     main = "logits" if kind == "decoder" else "last_hidden_state"
     if kind == "seq2seq":  # the decoder's rows attend the whole padded encoder output
@@ -167,9 +191,9 @@ def test_family_equals_eager(family: str) -> None:
             assert_close(w, e, F32_WEIGHTS, f"{family} {name} layer {layer}")
 
 
-@pytest.mark.parametrize("family", [f for f in RUNS if FAMILIES[f][0] != "encoder"])
+@pytest.mark.parametrize("family", [f for f in RUNS if FAMILIES[f] != "encoder"])
 def test_family_generate_equals_eager(family: str) -> None:
-    kind = FAMILIES[family][0]
+    kind = FAMILIES[family]
     ids, mask = padded(kind)
     tokens = {}
     for impl in (NAME, "eager"):
@@ -183,15 +207,23 @@ def test_family_generate_equals_eager(family: str) -> None:
                 min_new_tokens=5,
             )
     assert torch.equal(tokens[NAME], tokens["eager"]), (
-        f"{family}: generate() tokens differ:\n{tokens[NAME]}\neager:\n{tokens['eager']}"
+        f"{family} (runs on transformers {VERSION}): generate() tokens differ:\n"
+        f"{tokens[NAME]}\neager:\n{tokens['eager']}"
     )
 
 
 @pytest.mark.parametrize("family", REFUSED)
 def test_family_refused_at_load(family: str) -> None:
-    with pytest.raises(ak.ParameterError) as info:
+    try:
         build(family, NAME)
-    message = str(info.value)
+    except ak.ParameterError as error:
+        message = str(error)
+    else:
+        pytest.fail(
+            f"{family}: transformers {VERSION}'s modeling code computes its attention itself "
+            f"(no ALL_ATTENTION_FUNCTIONS), yet loading it with attn_implementation={NAME!r} "
+            f"was not refused"
+        )
     assert repr(family) in message and ("'eager'" in message or "'sdpa'" in message), message
     build(family, "eager")  # the alternative named loads
 
@@ -230,8 +262,57 @@ def test_tokenizer_extras_are_ignored_as_eager_ignores_them() -> None:
     assert torch.equal(plain, extra)
 
 
-def test_readme_table_is_this_table() -> None:
+def readme_table() -> dict[str, tuple[str, str]]:
+    """The README's families table: family -> (status, the transformers versions it was
+    checked on)."""
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     section = readme.split("### Hugging Face families", 1)[1].split("\n#", 1)[0]
-    rows = dict(re.findall(r"^\| `([\w-]+)` \| (\w+) \|", section, flags=re.M))
-    assert rows == {family: status for family, (_, status) in FAMILIES.items()}, rows
+    rows = re.findall(r"^\| `([\w-]+)` \| (\w+) \| ([^|]*) \|", section, flags=re.M)
+    return {family: (state, versions.strip()) for family, state, versions in rows}
+
+
+def test_readme_table_is_this_table() -> None:
+    table = readme_table()
+    assert sorted(table) == sorted(FAMILIES), (
+        f"README families {sorted(table)} != tested families {sorted(FAMILIES)}"
+    )
+    moved = [
+        f"{family!r}: the README says {table[family][0]} (checked on transformers "
+        f"{table[family][1]}), but on transformers {VERSION} its modeling code "
+        + (
+            "calls the registered attention function, so attnkit runs it"
+            if STATUS[family] == "runs"
+            else "computes its attention itself, so attnkit refuses it"
+        )
+        for family in FAMILIES
+        if table[family][0] != STATUS[family]
+    ]
+    assert not moved, "families moved between transformers releases:\n" + "\n".join(moved)
+    constraints = (Path(__file__).parent / "constraints.txt").read_text()
+    if f"\ntransformers=={VERSION}\n" not in constraints:
+        return  # the drift session (nox -s latest): only a move is a failure
+    unchecked = [f for f in FAMILIES if VERSION not in table[f][1]]
+    assert not unchecked, (
+        f"README rows not marked as checked on the pinned transformers {VERSION} "
+        f"(tests/constraints.txt): {unchecked}"
+    )
+
+
+@pytest.mark.parametrize("family", [f for f in ("llama", "gpt2", "falcon") if f in RUNS])
+def test_weights_withheld_by_a_release_warn(family: str, monkeypatch: Any) -> None:
+    """If a release keeps the request from the attention function (as Falcon's attention
+    module does with ``output_attentions`` from 5.25, which attnkit now reads from the
+    model call), the call warns naming eager rather than returning a silent None."""
+    monkeypatch.setattr(
+        "attnkit.backends.torch.hf_attention.weights_requested", lambda *a, **k: False
+    )
+    ids, mask = padded("decoder")
+    model = build(family, NAME)
+    with pytest.warns(ak.AttnkitWarning, match='attn_implementation="eager"'):
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=mask, output_attentions=True)
+    assert not out.attentions or any(w is None for w in out.attentions)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ak.AttnkitWarning)  # not asked for: silent
+        with torch.no_grad():
+            model(input_ids=ids, attention_mask=mask)

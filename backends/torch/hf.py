@@ -34,8 +34,12 @@ from :func:`attnkit.scaled_dot_product_attention`:
   (see :func:`set_dropout_generator`), else from a ``torch.Generator`` seeded from
   torch's global generator, so ``torch.manual_seed`` makes a run repeatable, as eager's.
 - ``output_attentions=True`` (or ``config.output_attentions``, or transformers' output
-  recorder collecting attentions, as GPT-2 and OPT do): the weights attnkit computed
-  (``return_weights=True``), never an eager fallback.
+  recorder collecting attentions, as GPT-2 and OPT do, or the model call's
+  ``output_attentions`` where the attention module keeps the kwarg, as Falcon's does from
+  transformers 5.25): the weights attnkit computed (``return_weights=True``), never an
+  eager fallback; if a release still withholds the request, the call warns
+  (:class:`attnkit.AttnkitWarning`, naming ``attn_implementation="eager"``) rather than
+  return a silent None.
 
 Ignored, as every family's eager attention ignores them: every other kwarg (those known
 are :data:`HARMLESS_KWARGS`: positions, cache objects, packing metadata, a tokenizer's

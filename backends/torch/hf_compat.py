@@ -10,23 +10,39 @@ the implementation to use instead, and lets ``config.output_attentions = True`` 
 with attnkit (transformers allows it only with eager, since sdpa returns no weights;
 attnkit returns the weights it computed).
 
+Some families that do dispatch take ``output_attentions`` as a named argument of their
+attention module and never pass it on to the attention function (Falcon from transformers
+5.25). So the request is also read where the user makes it: every model served gets a
+forward pre-hook that notes the ``output_attentions`` of its call (``None`` inherits the
+enclosing model's) for :func:`weights_requested`, and a forward hook that warns
+(:class:`attnkit.AttnkitWarning`, naming ``attn_implementation="eager"``) if weights were
+asked for and a layer's still came back ``None``: never a silent ``None``.
+
 Both are small wraps of transformers' own methods, installed once by
 :func:`attnkit.backends.torch.hf.register` and active only for the names registered there.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import sys
+import warnings
 from typing import Any
 
-from attnkit.errors import ParameterError
+from attnkit.errors import AttnkitWarning, ParameterError
 
 __all__ = ["install", "routes_through_interface", "weights_requested"]
 
 #: The names :func:`attnkit.backends.torch.hf.register` registered.
 NAMES: set[str] = set()
 _INSTALLED = "_attnkit_wrapped"
+_HOOKED = "_attnkit_output_attentions_hooks"
+#: The ``output_attentions`` of the model calls in progress, innermost last (None where a
+#: call did not say; the innermost one that did decides).
+_REQUESTS: contextvars.ContextVar[tuple[bool | None, ...]] = contextvars.ContextVar(
+    "attnkit_output_attentions", default=()
+)
 
 
 def routes_through_interface(model_class: type) -> bool:
@@ -62,8 +78,10 @@ def install() -> None:
         @functools.wraps(check)
         def checked(self: Any, attn_implementation: Any, *args: Any, **kwargs: Any) -> Any:
             chosen = check(self, attn_implementation, *args, **kwargs)
-            if chosen in NAMES and not routes_through_interface(type(self)):
-                _refuse(self, chosen)
+            if chosen in NAMES:
+                if not routes_through_interface(type(self)):
+                    _refuse(self, chosen)
+                _hook_requests(self)
             return chosen
 
         setattr(checked, _INSTALLED, True)
@@ -95,13 +113,71 @@ def install() -> None:
         PretrainedConfig.validate_output_attentions = validated
 
 
+def _requested() -> bool | None:
+    """The ``output_attentions`` of the innermost model call in progress that gave one."""
+    for value in reversed(_REQUESTS.get()):
+        if value is not None:
+            return bool(value)
+    return None
+
+
+def _hook_requests(model: Any) -> None:
+    """Note each call's ``output_attentions`` while ``model`` runs (hooks added once)."""
+    if getattr(model, _HOOKED, False):
+        return
+
+    def before(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        _REQUESTS.set((*_REQUESTS.get(), kwargs.get("output_attentions")))
+
+    def after(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+        stack = _REQUESTS.get()
+        asked = _requested()
+        _REQUESTS.set(stack[:-1])
+        if stack[:-1] or not asked or module.config._attn_implementation not in NAMES:
+            return  # an inner model, or weights not asked for, or no longer attnkit
+        fields = getattr(output, "__dataclass_fields__", {})  # a ModelOutput, not a tuple
+        for name in ("attentions", "encoder_attentions", "decoder_attentions", "cross_attentions"):
+            if name not in fields:
+                continue
+            layers = getattr(output, name)
+            if name == "cross_attentions" and not layers:
+                continue  # a model without cross-attention (GPT-2's field stays empty)
+            missing = (
+                "is None"
+                if layers is None
+                else "is empty"
+                if not layers
+                else f"holds None for {sum(w is None for w in layers)} of {len(layers)} layers"
+                if any(w is None for w in layers)
+                else ""
+            )
+            if missing:
+                warnings.warn(
+                    f"{type(module).__name__} was asked for its attention weights "
+                    f"(output_attentions=True) but its {name} {missing}: this transformers "
+                    f"release does not pass the request on to attn_implementation="
+                    f"{module.config._attn_implementation!r}. Load the model with "
+                    f'attn_implementation="eager" to get the weights.',
+                    AttnkitWarning,
+                    stacklevel=2,
+                )
+                return
+
+    model.register_forward_pre_hook(before, with_kwargs=True)
+    model.register_forward_hook(after, with_kwargs=True, always_call=True)
+    object.__setattr__(model, _HOOKED, True)
+
+
 def weights_requested(module: Any, kwargs: dict[str, Any]) -> bool:
     """Whether the model wants this call's attention weights: ``output_attentions`` in the
-    kwargs or the config, or transformers' output recorder collecting attentions (GPT-2
+    kwargs, in the model call in progress (Falcon keeps the kwarg from its attention
+    function) or the config, or transformers' output recorder collecting attentions (GPT-2
     and OPT drop the kwarg before it reaches the attention and record the weights with a
     forward hook on the attention module)."""
-    if kwargs.get("output_attentions") or getattr(
-        getattr(module, "config", None), "output_attentions", False
+    if (
+        kwargs.get("output_attentions")
+        or _requested()
+        or getattr(getattr(module, "config", None), "output_attentions", False)
     ):
         return True
     try:

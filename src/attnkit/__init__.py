@@ -31,6 +31,7 @@ from .attention import (
 from .errors import (
     ArgumentTypeError,
     AttnkitError,
+    AttnkitWarning,
     DeviceMismatchError,
     DTypeError,
     NamespaceMismatchError,
@@ -55,6 +56,7 @@ __all__ = [
     "AttentionWithWeights",
     "AttentionWithWeightsAndLSE",
     "AttnkitError",
+    "AttnkitWarning",
     "DTypeError",
     "DeviceMismatchError",
     "KVCache",

@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "ArgumentTypeError",
     "AttnkitError",
+    "AttnkitWarning",
     "DTypeError",
     "DeviceMismatchError",
     "NamespaceMismatchError",
@@ -45,3 +46,7 @@ class ParameterError(AttnkitError, ValueError):
 
 class ArgumentTypeError(AttnkitError, TypeError):
     """An argument has the wrong kind of object (not an array, another library's rng)."""
+
+
+class AttnkitWarning(UserWarning):
+    """Something the caller asked for could not be given (the call itself went on)."""
