@@ -1,5 +1,10 @@
 """Ring and Ulysses attention over 4 gloo processes, against the one-process core.
 
+Besides the fixed checks, two differential property checks draw random calls from a
+fresh seed (printed; ``ATTNKIT_DIST_SEED=N`` replays it): causal, windows, GQA, segment
+ids, score mods, both layouts, ring and Ulysses, forward and gradients against one
+process; and bad calls that must raise an attnkit error on every rank with no hang.
+
 One group of 4 processes (tests/distributed/torch_dist_worker.py, started with
 ``file://`` rendezvous) runs every correctness and error check and reports per rank;
 each test below asserts one check on every rank. Memory: the benchmark module runs ring
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -60,7 +66,12 @@ CHECKS = [
     "error_dropout",
     "error_core_shape",
     "group_usable_after_errors",
+    "random_calls_match_one_process",
+    "random_bad_calls_raise_on_every_rank",
 ]
+#: The random checks' seed: fresh each run (ATTNKIT_DIST_SEED=N replays one), printed in
+#: every failure.
+SEED = int(os.environ.get("ATTNKIT_DIST_SEED", random.SystemRandom().randrange(2**31)))
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +82,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     procs = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), str(r), str(WORLD), init, str(tmp / "out")],
+            [sys.executable, str(WORKER), str(r), str(WORLD), init, str(tmp / "out"), str(SEED)],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -98,7 +109,7 @@ def test_check_on_every_rank(reports: list[dict[str, Any]], name: str) -> None:
     for r, report in enumerate(reports):
         assert name in report, f"rank {r} did not run {name}"
         res = report[name]
-        assert res["ok"], f"rank {r}, {name}:\n{res['detail']}"
+        assert res["ok"], f"rank {r}, {name} (ATTNKIT_DIST_SEED={SEED}):\n{res['detail']}"
 
 
 def test_every_check_is_listed(reports: list[dict[str, Any]]) -> None:

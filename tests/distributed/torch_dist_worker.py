@@ -2,13 +2,17 @@
 group and writes ``{check: {"ok": bool, "detail": str}}`` to ``<out>/rank<r>.json``.
 
 Run by tests/distributed/test_torch_distributed.py as
-``python torch_dist_worker.py RANK WORLD INIT_FILE OUT_DIR``. Each check compares this
-rank's output and gradient shards with the one-process core on the whole sequence.
+``python torch_dist_worker.py RANK WORLD INIT_FILE OUT_DIR SEED``. Each check compares this
+rank's output and gradient shards with the one-process core on the whole sequence. The
+``random_*`` checks are differential property tests: calls drawn from SEED (the same on
+every rank; the test draws a fresh one each run and prints it), forward and gradients
+against one process, and bad calls that must raise an attnkit error on every rank.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import sys
 import traceback
 from collections.abc import Callable
@@ -29,6 +33,9 @@ import attnkit as ak
 from attnkit.errors import DeviceMismatchError, ParameterError, ShapeError
 
 RANK, WORLD = int(sys.argv[1]), int(sys.argv[2])
+SEED = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+#: How many random calls each ``random_*`` check draws.
+RANDOM_CALLS = 10
 RESULTS: dict[str, dict[str, Any]] = {}
 
 
@@ -132,6 +139,77 @@ def raises(kind: type, words: str, fn: Callable[[], Any]) -> str:
             raise AssertionError(f"message lacks {words!r}: {e}") from e
         return str(e)[:300]
     raise AssertionError(f"no {kind.__name__} raised")
+
+
+def shard_ids(ids: Any, layout: str) -> Any:
+    """This rank's segment ids (B, L / P), in the layout's order."""
+    if layout == "zigzag":
+        return zigzag_shard(ids, RANK, WORLD, dim=-1)
+    n = ids.shape[-1] // WORLD
+    return ids[..., RANK * n : (RANK + 1) * n]
+
+
+def _and_mask(a: Any, b: Any) -> Any:
+    return a if b is None else a & b
+
+
+def draw_call(rng: random.Random) -> tuple:
+    """One random legal call: (fn, layout, q shape, k shape, Ev, kwargs, segment ids or
+    None). Ring: any heads, GQA, causal (either alignment), windows, scale, a structured
+    mask, a score_mod, packed segments; Ulysses: heads divisible by P."""
+    fn = rng.choice(["ring", "ulysses"])
+    layout = rng.choice(["zigzag", "contiguous"])
+    B = rng.choice([1, 2])
+    if fn == "ulysses":
+        hkv = WORLD
+        hq = hkv * rng.choice([1, 2])
+    else:
+        hkv = rng.choice([1, 2, 3])
+        hq = hkv * rng.choice([1, 2])
+    L = 2 * WORLD * rng.choice([2, 3, 4])  # zigzag: 2 chunks per rank
+    E = rng.choice([4, 8])
+    ev = rng.choice([None, 6])
+    kw: dict[str, Any] = {}
+    if hq != hkv:
+        kw["enable_gqa"] = True
+    if rng.random() < 0.6:
+        kw["is_causal"] = True
+        if rng.random() < 0.3:
+            kw["causal_alignment"] = "bottom_right"
+    if rng.random() < 0.4:
+        left = rng.randrange(0, L)
+        kw["window"] = (left, 0 if kw.get("is_causal") else rng.randrange(0, L))
+    if rng.random() < 0.3:
+        kw["scale"] = rng.uniform(0.1, 1.0)
+    if fn == "ring" and rng.random() < 0.2:
+        kw["attn_mask"] = ak.masks.sliding_window((rng.randrange(1, L), rng.randrange(0, L)))
+    if fn == "ring" and rng.random() < 0.2:
+        kw["score_mod"] = ak.score_mods.softcap(rng.uniform(1.0, 5.0))
+    ids = None
+    if rng.random() < 0.35:
+        g = torch.Generator().manual_seed(rng.randrange(2**31))
+        docs = torch.randint(1, 5, (B,), generator=g)
+        ids = torch.stack([torch.arange(L) * int(d) // L for d in docs])  # (B, L)
+    return fn, layout, (B, hq, L, E), (B, hkv, L, E), ev, kw, ids
+
+
+def draw_bad_call(rng: random.Random, good: list[Any]) -> tuple[str, type, str, Callable]:
+    """One random bad call, the same on every rank: (what, error class, words its message
+    must hold, the call)."""
+    q, k, v = good
+    fn = rng.choice([ring_attention, ulysses_attention])
+    cases = [
+        ("rank-1 query", ShapeError, "query", lambda: fn(q[0, 0, 0], k, v)),
+        ("key features differ", ShapeError, "features", lambda: fn(q, k[..., :4], v)),
+        ("dropout", ParameterError, "dropout", lambda: fn(q, k, v, dropout_p=0.5)),
+        ("negative window", ParameterError, "window", lambda: fn(q, k, v, window=(-1, 0))),
+        ("unknown layout", ParameterError, "layout", lambda: fn(q, k, v, layout="striped")),
+        ("integer query", ak.DTypeError, "dtype", lambda: fn(q.long(), k, v)),
+        ("GQA heads", ShapeError, "heads", lambda: fn(q[:, :1].expand(1, 3, -1, -1), k, v,
+                                                     enable_gqa=True)),
+    ]  # fmt: skip
+    what, kind, words, call = rng.choice(cases)
+    return f"{fn.__name__}: {what}", kind, words, call
 
 
 def main() -> None:
@@ -352,6 +430,46 @@ def main() -> None:
         m = ak.masks.segments(ids) & ak.masks.key_padding(torch.tensor([n, n - 5]))
         return compare(uly, "zigzag", (2, 4, n, 8), (2, 4, n, 8), f64, T, attn_mask=m,
                        is_causal=True)  # fmt: skip
+
+    @check("random_calls_match_one_process")
+    def _() -> str:
+        rng = random.Random(SEED)  # the same draws on every rank
+        done = []
+        for i in range(RANDOM_CALLS):
+            fn_name, layout, sq, sk, ev, kw, ids = draw_call(rng)
+            fn = ring if fn_name == "ring" else uly
+            q, k, v, w = inputs(sq, sk, f64, ev)
+            core_kw = dict(kw)
+            if ids is not None:
+                core_kw["attn_mask"] = _and_mask(ak.masks.segments(ids), kw.get("attn_mask"))
+            want = [shard(x, layout) for x in core_grads(q, k, v, w, **core_kw)]
+            dist_kw = dict(kw)
+            if ids is not None:  # the ring takes this process's ids; Ulysses the whole
+                mine = ids if fn_name == "ulysses" else shard_ids(ids, layout)
+                dist_kw["attn_mask"] = _and_mask(ak.masks.segments(mine), kw.get("attn_mask"))
+            got = dist_grads(fn, q, k, v, w, layout, **dist_kw)
+            for name, a, b in zip(("out", "dq", "dk", "dv"), got, want, strict=True):
+                err = float((a - b).abs().max()) if a.numel() else 0.0
+                if not bool(torch.isfinite(a).all()) or not err <= T:
+                    raise AssertionError(
+                        f"seed {SEED}, call {i}: {fn_name}(layout={layout!r}, q {sq}, k {sk}, "
+                        f"Ev {ev}, {kw}, segment ids {ids is not None}): {name} error "
+                        f"{err:.3g} > {T:g} (or not finite)"
+                    )
+            done.append(f"{fn_name}/{layout}/{sorted(kw)}")
+        return f"seed {SEED}: {len(done)} calls equal one process: " + "; ".join(done)
+
+    @check("random_bad_calls_raise_on_every_rank")
+    def _() -> str:
+        rng = random.Random(SEED + 1)
+        seen = []
+        for _ in range(RANDOM_CALLS):
+            what, kind, words, call = draw_bad_call(rng, good)
+            raises(kind, words, call)
+            seen.append(what)
+        # the group still works after every refusal (no rank left waiting in a collective)
+        compare(ring, "zigzag", (1, 2, n, 8), (1, 2, n, 8), f64, T, is_causal=True)
+        return f"seed {SEED + 1}: refused on every rank: {', '.join(seen)}"
 
     check("error_dropout")(
         lambda: raises(ParameterError, "dropout", lambda: ring_attention(*good, dropout_p=0.1))
