@@ -251,7 +251,7 @@ def test_an_additive_float_mask_is_refused_as_jax_nn_refuses_it() -> None:
 def test_a_float32_bias_stays_float32_on_16_bit_inputs(dtype: Any) -> None:
     """Issue 26 (2): a float32 -1e9 bias cast to float16 became -inf and the row gave 0;
     jax.nn adds the bias to float32 scores: rows where all keys but key 0 carry -1e9 give
-    value 0, and row 3, where every key carries -1e9, is the uniform softmax, not 0."""
+    key 0's value, and row 3, where every key carries -1e9, is the uniform softmax, not 0."""
     q, k, v = (x.astype(dtype) for x in draw(11, jnp.float32)[:3])
     bias = jnp.zeros((2, 4, 6, 9), jnp.float32).at[..., 1:].set(-1e9)  # key 0 only
     bias = bias.at[:, :, 3].set(-1e9)  # row 3: every key -1e9: uniform, not empty
