@@ -113,9 +113,9 @@ def _prepare(
                 f"{fn} takes JAX arrays, got {name} of type {type(x).__name__}; convert it "
                 "with jax.numpy.asarray (and place it with jax.device_put)."
             )
-    segments, rest = check_call(fn, q, k, v, kwargs)  # ids travel with K/V in a ring
     arrays = {"query": q, "key": k, "value": v}
-    check_lengths(fn, arrays, parts, layout, axis)
+    check_lengths(fn, arrays, parts, layout, axis)  # first: ranks, before any shape[-2]
+    segments, rest = check_call(fn, q, k, v, kwargs)  # ids travel with K/V in a ring
     lead = check_lead_axes(fn, mesh, axis, lead_axes, arrays, kwargs)
     specs = [expected_spec(x.ndim, axis, lead) for x in (q, k, v)]
     for name, x, spec in zip(("query", "key", "value"), (q, k, v), specs, strict=True):
@@ -312,12 +312,16 @@ def ulysses_attention(
         if heads is None or (heads // split) % parts:
             by = lead[x.ndim - 3] if split > 1 else None
             local = "" if by is None else f" ({heads // split} per device of {by!r})"
+            why = (
+                "it has no head axis (rank < 3)"
+                if heads is None
+                else f"{heads} heads{local} do not divide by that"
+            )
             raise ShapeError(
                 f"{fn} got {name} of shape {tuple(getattr(x, 'shape', ()))}: Ulysses splits "
                 f"the head axis (-3) over the {parts} devices of mesh axis {axis!r}, and "
-                f"{'there is no head axis' if heads is None else f'{heads} heads'}{local} do "
-                "not divide by that; use ring_attention (any head count), or a mesh axis "
-                "whose size divides the heads."
+                f"{why}; use ring_attention (any head count), or a mesh axis whose size "
+                "divides the heads."
             )
     if core_kwargs.get("score_mod") is not None:
         raise ParameterError(
