@@ -149,8 +149,11 @@ def _core_checks(q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> Any:
     import jax
 
     one_block = {**kwargs, "block_size": max(q.shape[-2], 1)}
+    # shapes and dtypes only: with the arrays' shardings, an Explicit mesh's sharding types
+    # would make the whole-call product (L@seq x S@seq) an illegal sharding (issue 26)
+    bare = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in (q, k, v)]
     shape = jax.eval_shape(
-        lambda q, k, v: ak.scaled_dot_product_attention(q, k, v, **one_block), q, k, v
+        lambda q, k, v: ak.scaled_dot_product_attention(q, k, v, **one_block), *bare
     )
     return shape.dtype
 
@@ -164,11 +167,17 @@ def _placed(mesh: Any, arrays: tuple[Any, ...], specs: list[Any]) -> tuple[Any, 
 
     types = dict(zip(mesh.axis_names, mesh.axis_types, strict=True))
     used = {a for spec in specs for a in tuple(spec) if a is not None}
-    if all(types[a] != AxisType.Explicit for a in used):
-        return arrays
-    return tuple(
-        jax.reshard(x, NamedSharding(mesh, spec)) for x, spec in zip(arrays, specs, strict=False)
-    )
+    explicit = any(types[a] == AxisType.Explicit for a in used)
+    placed = []
+    for x, spec in zip(arrays, specs, strict=False):
+        if not isinstance(x, jax.core.Tracer):
+            # a concrete array (one device, replicated, or already sharded): put it where
+            # the call needs it, which is free when it is there already (issue 26)
+            x = jax.device_put(x, NamedSharding(mesh, spec))
+        elif explicit:
+            x = jax.reshard(x, NamedSharding(mesh, spec))
+        placed.append(x)
+    return tuple(placed)
 
 
 def ring_attention(
