@@ -120,7 +120,7 @@ def _prepare(
     specs = [expected_spec(x.ndim, axis, lead) for x in (q, k, v)]
     for name, x, spec in zip(("query", "key", "value"), (q, k, v), specs, strict=True):
         check_sharding(fn, name, x, mesh, spec)
-    out_dtype = _core_checks(q, k, v, kwargs)
+    out_dtype = _core_checks(q, k, v, kwargs, segments, rest)
     out_ndim = max(q.ndim, k.ndim, v.ndim)
     from jax.sharding import PartitionSpec
 
@@ -141,7 +141,9 @@ def _prepare(
     return parts, tuple(specs), core, placed, out_dtype, segments
 
 
-def _core_checks(q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> Any:
+def _core_checks(
+    q: Any, k: Any, v: Any, kwargs: dict[str, Any], segments: Any = None, rest: Any = None
+) -> Any:
     """The core's own validation of the whole (global) call: shapes, dtypes, masks
     against the global lengths and offsets, raised as the core raises them. The call is
     traced abstractly (``jax.eval_shape``: nothing is computed) as one block (a caller's
@@ -150,12 +152,19 @@ def _core_checks(q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> Any:
 
     one_block = {**kwargs, "block_size": max(q.shape[-2], 1)}
     # shapes and dtypes only: with the arrays' shardings, an Explicit mesh's sharding types
-    # would make the whole-call product (L@seq x S@seq) an illegal sharding (issue 26)
-    bare = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in (q, k, v)]
-    shape = jax.eval_shape(
-        lambda q, k, v: ak.scaled_dot_product_attention(q, k, v, **one_block), *bare
-    )
-    return shape.dtype
+    # would make the whole-call products (L@seq x S@seq: scores, a segments mask) illegal
+    # shardings (issue 26); segment ids enter as arguments for the same reason
+    arrays = (q, k, v) if segments is None else (q, k, v, segments.q_ids, segments.kv_ids)
+    bare = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in arrays]
+
+    def whole(q: Any, k: Any, v: Any, *ids: Any) -> Any:
+        kw = one_block
+        if ids:
+            mask = segments.piece(ids[0], ids[1])  # the whole call's segments mask
+            kw = {**one_block, "attn_mask": mask if rest is None else mask & rest}
+        return ak.scaled_dot_product_attention(q, k, v, **kw)
+
+    return jax.eval_shape(whole, *bare).dtype
 
 
 def _placed(mesh: Any, arrays: tuple[Any, ...], specs: list[Any]) -> tuple[Any, ...]:

@@ -112,14 +112,14 @@ def test_every_call_form_on_explicit_and_auto_meshes(fn: Any, form: tuple) -> No
     _compare(_run(attend, mesh, mode, in_mesh, q, k, v, ct), want, f"{fn.__name__} {form}")
 
 
-def test_segment_ids_sharded_by_device_put_on_an_auto_mesh() -> None:
+@pytest.mark.parametrize("kind", ["explicit", "auto"])
+def test_segment_ids_sharded_by_device_put(kind: str) -> None:
     """Segment ids sharded like the sequence (jax.device_put), the inputs too, jitted
-    inside set_mesh. (On an Explicit mesh the whole-call check still meets JAX's
-    sharding types for the ids: issue 26, item 4, open.)"""
+    inside set_mesh (the whole-call check met JAX's sharding types of the ids)."""
     ids = jnp.asarray(np.repeat(np.arange(4), 8)[None], jnp.int32)  # (1, L): 4 documents
     q, k, v, ct = _inputs(3)
     want = _want(q, k, v, ct, {"attn_mask": ak.masks.segments(ids), "is_causal": True})
-    mesh = _mesh("auto")
+    mesh = _mesh(kind)
     spec = PartitionSpec(None, None, "seq", None)
     placed = [_place(x, mesh, "sharded", spec) for x in (q, k, v, ct)]
     mask = ak.masks.segments(jax.device_put(ids, NamedSharding(mesh, PartitionSpec(None, "seq"))))
@@ -128,7 +128,7 @@ def test_segment_ids_sharded_by_device_put_on_an_auto_mesh() -> None:
         return ring_attention(q, k, v, mesh=mesh, axis="seq", layout="contiguous",
                               attn_mask=mask, is_causal=True)  # fmt: skip
 
-    _compare(_run(attend, mesh, "jit", True, *placed), want, "segments on an Auto mesh")
+    _compare(_run(attend, mesh, "jit", True, *placed), want, f"segments on {kind}")
 
 
 @pytest.mark.parametrize("kind", ["explicit", "auto"])
