@@ -168,9 +168,9 @@ def _core_checks(
 
 
 def _placed(mesh: Any, arrays: tuple[Any, ...], specs: list[Any]) -> tuple[Any, ...]:
-    """Where a mesh axis of the specs is Explicit (``jax.make_mesh``'s default) the
-    arrays are resharded to the specs (``jax.reshard``; under ``jit`` that needs
-    ``jax.set_mesh(mesh)`` around the call); on Auto axes ``shard_map`` places them."""
+    """Concrete arrays are put on the mesh as the specs say (``jax.device_put``); traced
+    ones are resharded (``jax.reshard``) where a mesh axis of the specs is Explicit
+    (``jax.make_mesh``'s default), and placed by ``shard_map`` on Auto axes."""
     import jax
     from jax.sharding import AxisType, NamedSharding
 
@@ -205,9 +205,12 @@ def ring_attention(
 
     Args:
         q: (..., Hq, L, E), k: (..., Hkv, S, E), v: (..., Hkv, S, Ev): global arrays,
-            sequence-sharded as ``PartitionSpec(None, ..., axis, None)`` (replicated and
-            one-device arrays are placed so; with an Explicit mesh axis, call a jitted
-            function under ``jax.set_mesh(mesh)``); L and S divisible
+            sequence-sharded as ``PartitionSpec(None, ..., axis, None)`` with
+            ``jax.device_put``, on an Explicit (``jax.make_mesh``'s default) or Auto mesh,
+            eagerly or under ``jax.jit``, inside ``jax.set_mesh(mesh)`` or not; replicated
+            arrays are resharded so, and so are one-device arrays passed eagerly (under
+            ``jax.jit`` or ``jax.grad`` JAX refuses to mix a one-device array with the
+            mesh's devices: ``jax.device_put`` it first); L and S divisible
             by 2P for ``layout="zigzag"`` (then in zigzag order), by P for "contiguous".
         mesh: a ``jax.sharding.Mesh``; axis: one of its axis names.
         lead_axes: mesh axes (or None) of the first leading dims, from the left, for
