@@ -210,7 +210,9 @@ def test_poison_in_masked_keys_never_leaks() -> None:
     [
         ({"implementation": "cudnn"}, ["implementation='cudnn'", "jax.nn"]),
         ({"local_window_size": (1, -1)}, ["local_window_size", "(1, -1)"]),
-        ({"bias": np.zeros((6, 9))}, ["bias", "4-D", "(6, 9)"]),
+        ({"bias": np.zeros((1, 2, 4, 6, 9))}, ["bias", "at most 4 axes", "(1, 2, 4, 6, 9)"]),
+        ({"mask": np.zeros((6, 9))}, ["mask", "bool", "float32", "(6, 9)", "bias="]),
+        ({"mask": np.ones((6, 9), np.int32)}, ["mask", "bool", "int32", "(6, 9)", "bias="]),
         ({"query_seq_lengths": np.array([1, 2, 3])}, ["query_seq_lengths", "(B,) = (2,)"]),
     ],
 )
@@ -228,3 +230,92 @@ def test_layout_errors() -> None:
         dot_product_attention(q[:, :, :3], k, v)
     with pytest.raises(ak.ShapeError, match=r"\(B, T, N, H\)"):
         dot_product_attention(q[0, 0], k, v)
+
+
+def test_an_additive_float_mask_is_refused_as_jax_nn_refuses_it() -> None:
+    """Issue 26 (1): a float ``mask=`` was cast to bool, inverting a 0/-inf mask."""
+    q, k, v = draw(10, jnp.float32)[:3]
+    additive = jnp.where(jnp.arange(9) < 4, 0.0, -jnp.inf)[None, None, None, :]  # (1, 1, 1, S)
+    with pytest.raises(ValueError, match="mask"):
+        jax.nn.dot_product_attention(q, k, v, mask=additive)
+    with pytest.raises(ak.DTypeError) as info:
+        dot_product_attention(q, k, v, mask=additive)
+    for word in ("mask", "float32", "(1, 1, 1, 9)", "bool", "bias="):
+        assert word in str(info.value), str(info.value)
+    got = dot_product_attention(q, k, v, bias=additive)  # the fix the message names
+    want = jax.nn.dot_product_attention(q, k, v, bias=additive)
+    assert float(jnp.abs(got - want).max()) <= F32
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_a_float32_bias_stays_float32_on_16_bit_inputs(dtype: Any) -> None:
+    """Issue 26 (2): a float32 -1e9 bias cast to float16 became -inf and the row gave 0;
+    jax.nn adds the bias to float32 scores: rows where all keys but key 0 carry -1e9 give
+    key 0's value, and row 3, where every key carries -1e9, is the uniform softmax, not 0."""
+    q, k, v = (x.astype(dtype) for x in draw(11, jnp.float32)[:3])
+    bias = jnp.zeros((2, 4, 6, 9), jnp.float32).at[..., 1:].set(-1e9)  # key 0 only
+    bias = bias.at[:, :, 3].set(-1e9)  # row 3: every key -1e9: uniform, not empty
+    got = dot_product_attention(q, k, v, bias=bias)
+    want = jax.nn.dot_product_attention(q, k, v, bias=bias)
+    qc, kc, vc = (jnp.swapaxes(x, 1, 2) for x in (q, k, v))
+    core = jnp.swapaxes(ak.scaled_dot_product_attention(qc, kc, vc, bias, enable_gqa=True), 1, 2)
+    assert got.dtype == dtype
+    err = float(jnp.abs(got.astype(jnp.float32) - want.astype(jnp.float32)).max())
+    gap = float(jnp.abs(got.astype(jnp.float32) - core.astype(jnp.float32)).max())
+    tol = 2 * float(jnp.finfo(dtype).eps) * 4  # outputs of size ~2: a few roundings
+    assert err <= tol and gap <= tol, f"vs jax.nn {err:.2e}, vs the core {gap:.2e} > {tol:.2e}"
+    assert float(jnp.abs(got[:, 3].astype(jnp.float32)).max()) > 0.1, "row 3 came back 0"
+
+
+MASK_SHAPES = [(9,), (6, 9), (6, 1), (1, 9), (4, 6, 9), (1, 6, 9), (2, 1, 6, 9)]
+
+
+@pytest.mark.parametrize("shape", MASK_SHAPES, ids=[str(s) for s in MASK_SHAPES])
+@pytest.mark.parametrize("batched", [True, False])
+def test_masks_and_biases_of_rank_below_4_as_jax_nn_reads_them(
+    shape: tuple[int, ...], batched: bool
+) -> None:
+    """Issue 26 (3): jax.nn adds leading axes of 1 to a bias or mask of rank < 4."""
+    if not batched and len(shape) == 4:
+        shape = (1, *shape[1:])
+    rng = np.random.default_rng(len(shape) * 10 + shape[-1])
+    q, k, v = draw(12, jnp.float32)[:3]
+    if not batched:
+        q, k, v = q[0], k[0], v[0]
+    keep = rng.random(shape) > 0.3
+    keep[..., 0] = True  # every row keeps a key: jax.nn and attnkit then agree
+    mask, bias = jnp.asarray(keep), jnp.asarray(rng.standard_normal(shape), jnp.float32)
+    for kw in ({"mask": mask}, {"bias": bias}, {"mask": mask, "bias": bias}):
+        got = dot_product_attention(q, k, v, **kw)
+        want = jax.nn.dot_product_attention(q, k, v, **kw)
+        assert got.shape == want.shape
+        err = float(jnp.abs(got - want).max())
+        assert err <= F32, f"{shape} {sorted(kw)}: {err:.2e}"
+
+
+def test_unbatched_inputs_refuse_a_mask_with_a_batch_of_two() -> None:
+    q, k, v = draw(13, jnp.float32)[:3]
+    with pytest.raises(ak.ShapeError, match=r"bias has batch axis 2.*\(N, T, S\)"):
+        dot_product_attention(q[0], k[0], v[0], bias=jnp.zeros((2, 1, 6, 9)))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float16, jnp.bfloat16])
+def test_the_residual_has_jax_nns_dtype_and_no_gradient(dtype: Any) -> None:
+    """Issue 26 (3): the residual came back float32 and carried gradients; jax.nn returns
+    it in the inputs' dtype under stop_gradient."""
+    q, k, v = (x.astype(dtype) for x in draw(14, jnp.float32)[:3])
+    _, lse = dot_product_attention(q, k, v, is_causal=True, return_residual=True)
+    _, ref = jax.nn.dot_product_attention(q, k, v, is_causal=True, return_residual=True)
+    assert lse.dtype == ref.dtype == dtype
+    err = float(jnp.abs(lse.astype(jnp.float32) - ref.astype(jnp.float32)).max())
+    assert err <= 4 * float(jnp.finfo(dtype).eps) * 4, f"residual differs by {err:.2e}"
+
+    def through(attend: Any) -> Any:
+        def loss(q: Any) -> Any:
+            out, lse = attend(q, k, v, is_causal=True, return_residual=True)
+            return jnp.sum(lse.astype(jnp.float32)) + 0 * jnp.sum(out.astype(jnp.float32))
+
+        return jax.grad(loss)(q)
+
+    assert float(jnp.abs(through(jax.nn.dot_product_attention)).max()) == 0.0
+    assert float(jnp.abs(through(dot_product_attention)).max()) == 0.0

@@ -326,3 +326,25 @@ def test_module_errors_name_the_problem() -> None:
         cache = mha.init_cache(2, 4)
         mha.decode(x, cache)
         mha.decode(x, mha.decode(x, cache).cache)
+
+
+def test_one_d_masks_as_the_readme_table_says() -> None:
+    """README rows (issue 26): a 1-D key_padding_mask is refused by both modules; a 1-D
+    attn_mask (S,) is refused by torch and accepted here, equal to the (1, S) mask."""
+    torch.manual_seed(3)
+    mine, theirs = (
+        MultiheadAttention(8, 2, batch_first=True),
+        torch.nn.MultiheadAttention(8, 2, batch_first=True),
+    )
+    x = torch.randn(2, 5, 8)
+    padding = torch.tensor([False, False, True, False, True])  # (S,)
+    with pytest.raises((AssertionError, RuntimeError, ValueError)):
+        theirs(x, x, x, key_padding_mask=padding)
+    with pytest.raises(ak.ShapeError, match=r"key_padding_mask must be \(batch, S\) = \(2, 5\)"):
+        mine(x, x, x, key_padding_mask=padding)
+    with pytest.raises((AssertionError, RuntimeError, ValueError)):
+        theirs(x, x, x, attn_mask=padding)
+    got, _ = mine(x, x, x, attn_mask=padding)
+    want, _ = mine(x, x, x, attn_mask=padding[None, :])  # (1, S): every query row
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert not torch.equal(got, mine(x, x, x)[0]), "the 1-D mask changed nothing"

@@ -2,15 +2,18 @@
 
 Same signature, layout and arguments as ``jax.nn.dot_product_attention`` (jax 0.4.31 and
 later): query (B, T, N, H) or (T, N, H), key and value (B, S, K, H) with N % K == 0 (GQA
-inferred from the shapes, never repeated), ``bias`` and ``mask`` together (4-D, or 3-D
-unbatched, broadcastable to (B, N, T, S)), ``is_causal`` (top-left: query t sees keys
-<= t), ``query_seq_lengths`` / ``key_value_seq_lengths`` (B,), ``local_window_size``
-(int or (left, right)), ``scale``, ``return_residual`` (the row log-sum-exp, (B, T, N)).
+inferred from the shapes, never repeated), ``bias`` and ``mask`` together (any rank up to
+4, broadcastable to (B, N, T, S) after leading axes of 1 are added, as jax.nn reads them;
+``mask`` bool only, an additive mask goes in ``bias``), ``is_causal`` (top-left: query t
+sees keys <= t), ``query_seq_lengths`` / ``key_value_seq_lengths`` (B,), ``local_window_size``
+(int or (left, right)), ``scale``, ``return_residual`` (the row log-sum-exp, (B, T, N), in
+the inputs' dtype, no gradient through it). The bias is added to the scores in the compute
+dtype (float32 for 16-bit inputs), as jax.nn does.
 Underneath is :func:`attnkit.scaled_dot_product_attention`, so attnkit's semantics hold:
 
-- a query row with no key to attend (padding beyond ``query_seq_lengths``, a window or
-  mask that leaves nothing) gives 0 and residual -inf, where jax.nn gives the mean of
-  the values;
+- a query row with no key to attend (a window or mask that leaves nothing) gives 0 and
+  residual -inf, where jax.nn gives the mean of the values (residual about -2.4e38);
+  rows beyond ``query_seq_lengths`` give 0 in both (residual -inf here);
 - float64 inputs (``jax_enable_x64``) are computed and returned in float64;
 - NaN or inf in masked keys or values never reaches the output;
 - value may have its own head size (B, S, K, Hv); jax.nn requires value shaped as key.
@@ -32,7 +35,7 @@ from typing import Any
 
 import attnkit as ak
 from attnkit import masks
-from attnkit.errors import ParameterError, ShapeError
+from attnkit.errors import DTypeError, ParameterError, ShapeError
 
 __all__ = ["dot_product_attention"]
 
@@ -55,7 +58,9 @@ def dot_product_attention(
     """``jax.nn.dot_product_attention``'s call, computed by attnkit (module docstring).
 
     Returns the output (B, T, N, H) (or (T, N, H)), and with ``return_residual`` the pair
-    ``(output, log-sum-exp (B, T, N))``."""
+    ``(output, log-sum-exp (B, T, N))``: the residual in the key's dtype and, as in
+    jax.nn, under ``jax.lax.stop_gradient``."""
+    import jax
     import jax.numpy as jnp
 
     if implementation not in (None, "xla"):
@@ -86,7 +91,9 @@ def dot_product_attention(
     out = jnp.swapaxes(out, -3, -2)  # (B, T, N, Hv)
     if not return_residual:
         return out
-    return out, jnp.swapaxes(result.lse, -2, -1)  # (B, N, T) -> (B, T, N)
+    # As jax.nn: the residual in the inputs' dtype, and no gradient through it (issue 26).
+    lse = jax.lax.stop_gradient(result.lse.astype(key.dtype))  # (B, N, T)
+    return out, jnp.swapaxes(lse, -2, -1)  # (B, N, T) -> (B, T, N)
 
 
 def _check_layout(query: Any, key: Any, value: Any) -> bool:
@@ -132,20 +139,14 @@ def _mask(
     structured key_padding, a bool (True = may attend) or an additive float array."""
     import jax.numpy as jnp
 
-    rank = 4 if batched else 3
-    for name, a in (("bias", bias), ("mask", mask)):
-        if a is not None and jnp.ndim(a) != rank:
-            raise ShapeError(
-                f"{name} must be {rank}-D, broadcastable to "
-                f"{'(B, N, T, S)' if batched else '(N, T, S)'}, got shape {jnp.shape(a)}."
-            )
+    bias, mask = _as_4d(bias, "bias", batched), _as_4d(mask, "mask", batched)
     for name, a in (("query_seq_lengths", q_lengths), ("key_value_seq_lengths", kv_lengths)):
         if a is not None and (not batched or jnp.ndim(a) != 1 or jnp.shape(a)[0] != q.shape[0]):
             raise ShapeError(
                 f"{name} must have shape (B,) = ({q.shape[0] if batched else 'B'},) with "
                 f"batched (B, T, N, H) inputs, got shape {jnp.shape(a)}."
             )
-    keep = None if mask is None else jnp.asarray(mask, dtype=bool)
+    keep = mask
     if kv_lengths is not None and bias is None and keep is None and q_lengths is None:
         return masks.key_padding(jnp.asarray(kv_lengths, dtype=jnp.int32))
     T, S = q.shape[-2], k.shape[-2]
@@ -157,8 +158,40 @@ def _mask(
         keep = _and(keep, cols[:, None, None, :])
     if bias is None:
         return keep
-    bias = jnp.asarray(bias, dtype=q.dtype)
+    # The bias stays in the compute dtype (float32 for 16-bit inputs), as jax.nn adds it to
+    # float32 logits: cast to float16, a -1e9 bias would become -inf (issue 26).
+    bias = bias.astype(jnp.promote_types(q.dtype, jnp.float32))
     return bias if keep is None else jnp.where(keep, bias, -math.inf)
+
+
+def _as_4d(a: Any, name: str, batched: bool) -> Any:
+    """bias or mask as jax.nn reads it: any rank up to 4, leading axes of size 1 added, so
+    broadcastable to (B, N, T, S); with unbatched (T, N, H) inputs the batch axis must be 1
+    and is dropped, (N, T, S)."""
+    import jax.numpy as jnp
+
+    if a is None:
+        return None
+    a = jnp.asarray(a)
+    if name == "mask" and a.dtype != jnp.bool_:
+        raise DTypeError(
+            f"mask must be bool (True = may attend), as in jax.nn.dot_product_attention, got "
+            f"dtype {a.dtype} (shape {a.shape}); casting it would invert an additive "
+            "0/-inf mask. Pass a bool mask, or pass an additive float mask as bias=."
+        )
+    if a.ndim > 4:
+        raise ShapeError(
+            f"{name} must have at most 4 axes, broadcastable to (B, N, T, S), got shape {a.shape}."
+        )
+    a = jnp.reshape(a, (1,) * (4 - a.ndim) + a.shape)  # (B|1, N|1, T|1, S|1)
+    if batched:
+        return a
+    if a.shape[0] != 1:
+        raise ShapeError(
+            f"{name} has batch axis {a.shape[0]} (shape {a.shape} as (B, N, T, S)) but the "
+            f"inputs are unbatched (T, N, H): pass {name} as (N, T, S) or batch the inputs."
+        )
+    return a[0]  # (N|1, T|1, S|1)
 
 
 def _and(a: Any, b: Any) -> Any:

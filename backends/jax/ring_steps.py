@@ -99,7 +99,7 @@ class RingPlan:
                 out.append((qi, ki, None, None))
             elif no_mod and self.structure is None:  # segment ids only: positions unread
                 out.append((qi, ki, 0, 0))
-            elif self.structure.translation_invariant and no_mod:
+            elif no_mod and self.structure.translation_invariant:  # (a score_mod: below)
                 # causal and windows read kv position - q position only: canonical offsets
                 # make equal work on different devices one traced computation
                 rel = kv_at - q_at

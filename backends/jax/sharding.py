@@ -113,14 +113,14 @@ def _prepare(
                 f"{fn} takes JAX arrays, got {name} of type {type(x).__name__}; convert it "
                 "with jax.numpy.asarray (and place it with jax.device_put)."
             )
-    segments, rest = check_call(fn, q, k, v, kwargs)  # ids travel with K/V in a ring
     arrays = {"query": q, "key": k, "value": v}
-    check_lengths(fn, arrays, parts, layout, axis)
+    check_lengths(fn, arrays, parts, layout, axis)  # first: ranks, before any shape[-2]
+    segments, rest = check_call(fn, q, k, v, kwargs)  # ids travel with K/V in a ring
     lead = check_lead_axes(fn, mesh, axis, lead_axes, arrays, kwargs)
     specs = [expected_spec(x.ndim, axis, lead) for x in (q, k, v)]
     for name, x, spec in zip(("query", "key", "value"), (q, k, v), specs, strict=True):
         check_sharding(fn, name, x, mesh, spec)
-    out_dtype = _core_checks(q, k, v, kwargs)
+    out_dtype = _core_checks(q, k, v, kwargs, segments, rest)
     out_ndim = max(q.ndim, k.ndim, v.ndim)
     from jax.sharding import PartitionSpec
 
@@ -141,7 +141,9 @@ def _prepare(
     return parts, tuple(specs), core, placed, out_dtype, segments
 
 
-def _core_checks(q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> Any:
+def _core_checks(
+    q: Any, k: Any, v: Any, kwargs: dict[str, Any], segments: Any = None, rest: Any = None
+) -> Any:
     """The core's own validation of the whole (global) call: shapes, dtypes, masks
     against the global lengths and offsets, raised as the core raises them. The call is
     traced abstractly (``jax.eval_shape``: nothing is computed) as one block (a caller's
@@ -149,26 +151,42 @@ def _core_checks(q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> Any:
     import jax
 
     one_block = {**kwargs, "block_size": max(q.shape[-2], 1)}
-    shape = jax.eval_shape(
-        lambda q, k, v: ak.scaled_dot_product_attention(q, k, v, **one_block), q, k, v
-    )
-    return shape.dtype
+    # shapes and dtypes only: with the arrays' shardings, an Explicit mesh's sharding types
+    # would make the whole-call products (L@seq x S@seq: scores, a segments mask) illegal
+    # shardings (issue 26); segment ids enter as arguments for the same reason
+    arrays = (q, k, v) if segments is None else (q, k, v, segments.q_ids, segments.kv_ids)
+    bare = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in arrays]
+
+    def whole(q: Any, k: Any, v: Any, *ids: Any) -> Any:
+        kw = one_block
+        if ids:
+            mask = segments.piece(ids[0], ids[1])  # the whole call's segments mask
+            kw = {**one_block, "attn_mask": mask if rest is None else mask & rest}
+        return ak.scaled_dot_product_attention(q, k, v, **kw)
+
+    return jax.eval_shape(whole, *bare).dtype
 
 
 def _placed(mesh: Any, arrays: tuple[Any, ...], specs: list[Any]) -> tuple[Any, ...]:
-    """Where a mesh axis of the specs is Explicit (``jax.make_mesh``'s default) the
-    arrays are resharded to the specs (``jax.reshard``; under ``jit`` that needs
-    ``jax.set_mesh(mesh)`` around the call); on Auto axes ``shard_map`` places them."""
+    """Concrete arrays are put on the mesh as the specs say (``jax.device_put``); traced
+    ones are resharded (``jax.reshard``) where a mesh axis of the specs is Explicit
+    (``jax.make_mesh``'s default), and placed by ``shard_map`` on Auto axes."""
     import jax
     from jax.sharding import AxisType, NamedSharding
 
     types = dict(zip(mesh.axis_names, mesh.axis_types, strict=True))
     used = {a for spec in specs for a in tuple(spec) if a is not None}
-    if all(types[a] != AxisType.Explicit for a in used):
-        return arrays
-    return tuple(
-        jax.reshard(x, NamedSharding(mesh, spec)) for x, spec in zip(arrays, specs, strict=False)
-    )
+    explicit = any(types[a] == AxisType.Explicit for a in used)
+    placed = []
+    for x, spec in zip(arrays, specs, strict=False):
+        if not isinstance(x, jax.core.Tracer):
+            # a concrete array (one device, replicated, or already sharded): put it where
+            # the call needs it, which is free when it is there already (issue 26)
+            x = jax.device_put(x, NamedSharding(mesh, spec))
+        elif explicit:
+            x = jax.reshard(x, NamedSharding(mesh, spec))
+        placed.append(x)
+    return tuple(placed)
 
 
 def ring_attention(
@@ -187,9 +205,12 @@ def ring_attention(
 
     Args:
         q: (..., Hq, L, E), k: (..., Hkv, S, E), v: (..., Hkv, S, Ev): global arrays,
-            sequence-sharded as ``PartitionSpec(None, ..., axis, None)`` (replicated and
-            one-device arrays are placed so; with an Explicit mesh axis, call a jitted
-            function under ``jax.set_mesh(mesh)``); L and S divisible
+            sequence-sharded as ``PartitionSpec(None, ..., axis, None)`` with
+            ``jax.device_put``, on an Explicit (``jax.make_mesh``'s default) or Auto mesh,
+            eagerly or under ``jax.jit``, inside ``jax.set_mesh(mesh)`` or not; replicated
+            arrays are resharded so, and so are one-device arrays passed eagerly (under
+            ``jax.jit`` or ``jax.grad`` JAX refuses to mix a one-device array with the
+            mesh's devices: ``jax.device_put`` it first); L and S divisible
             by 2P for ``layout="zigzag"`` (then in zigzag order), by P for "contiguous".
         mesh: a ``jax.sharding.Mesh``; axis: one of its axis names.
         lead_axes: mesh axes (or None) of the first leading dims, from the left, for
@@ -312,12 +333,16 @@ def ulysses_attention(
         if heads is None or (heads // split) % parts:
             by = lead[x.ndim - 3] if split > 1 else None
             local = "" if by is None else f" ({heads // split} per device of {by!r})"
+            why = (
+                "it has no head axis (rank < 3)"
+                if heads is None
+                else f"{heads} heads{local} do not divide by that"
+            )
             raise ShapeError(
                 f"{fn} got {name} of shape {tuple(getattr(x, 'shape', ()))}: Ulysses splits "
                 f"the head axis (-3) over the {parts} devices of mesh axis {axis!r}, and "
-                f"{'there is no head axis' if heads is None else f'{heads} heads'}{local} do "
-                "not divide by that; use ring_attention (any head count), or a mesh axis "
-                "whose size divides the heads."
+                f"{why}; use ring_attention (any head count), or a mesh axis whose size "
+                "divides the heads."
             )
     if core_kwargs.get("score_mod") is not None:
         raise ParameterError(

@@ -71,6 +71,13 @@ def check_call(fn: str, q: Any, k: Any, v: Any, kwargs: dict[str, Any]) -> tuple
             f"{fn} got dropout_p={kwargs['dropout_p']!r}; sharded attention has no dropout "
             "(apply dropout to the output, or use dropout_p=0.0)."
         )
+    block = kwargs.get("block_size")
+    if block is not None and (type(block) is not int or block < 1):
+        # checked here, not by each piece's core call: that comes after compilation
+        raise ParameterError(
+            f"{fn} got block_size={block!r}; pass a positive int (the query block of each "
+            "device's core calls) or None for the core's default."
+        )
     mask = kwargs.get("attn_mask")
     window = kwargs.get("window")
     segments, rest = split_segments(mask) if fn == "ring_attention" else (None, mask)

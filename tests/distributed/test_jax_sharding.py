@@ -117,6 +117,23 @@ CASES = [
         8,
     ),
     ("no-mask-L!=S", "contiguous", {"q_offset": 3}, (1, 2, 32, 8), (1, 2, 64, 8), 8),
+    # issue 26: a score_mod with no causal, window or mask raised AttributeError
+    (
+        "alibi-alone-zigzag",
+        "zigzag",
+        {"score_mod": ak.score_mods.alibi(2)},
+        (1, 2, 64, 8),
+        (1, 2, 64, 8),
+        8,
+    ),
+    (
+        "softcap-alone-L!=S",
+        "contiguous",
+        {"score_mod": ak.score_mods.softcap(2.0), "kv_offset": 5},
+        (1, 2, 32, 8),
+        (1, 2, 64, 8),
+        6,
+    ),
 ]
 
 

@@ -194,3 +194,36 @@ def test_array_masks_beyond_segments_refused(mesh: Any) -> None:
         )
     with pytest.raises(ShapeError, match="ids"):  # the core's own check, whole call
         ring_attention(q, k, v, mesh=mesh, axis="seq", attn_mask=ak.masks.segments(ids[:, :32]))
+
+
+def _no_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any trace of the ring's or Ulysses' per-device program fails the test."""
+    from attnkit.backends.jax import sharding
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the sharded program was traced before the error")
+
+    for name in ("ring_forward", "ring_backward", "ulysses_body"):
+        monkeypatch.setattr(sharding, name, boom)
+
+
+@BOTH
+@pytest.mark.parametrize(
+    "shape, kw, error, words",
+    [
+        ((16,), {}, ShapeError, ["query of shape (16,)", "rank"]),
+        ((1, 4, 64, 8), {"block_size": 0}, ParameterError, ["block_size=0", "positive int"]),
+        ((1, 4, 64, 8), {"block_size": 2.5}, ParameterError, ["block_size=2.5"]),
+    ],
+)
+def test_bad_rank_and_block_size_refused_before_any_work(
+    fn: Any, mesh: Any, shape: tuple, kw: dict, error: type, words: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Issue 26 (6): a rank-1 query gave IndexError; block_size=0 came after compiling."""
+    _no_work(monkeypatch)
+    q = jnp.ones(shape, jnp.float32)
+    with pytest.raises(error) as info:
+        fn(q, q, q, mesh=mesh, axis="seq", **kw)
+    for word in words:
+        assert word in str(info.value), str(info.value)
