@@ -197,6 +197,10 @@ class ArrayMask:
     ``empty_rows`` (along L) and ``dead_cols`` (along S) are masked everywhere where the
     mask has those axes; additive masks are 0 / -inf plus ``bias`` times a normal bias;
     ``expand`` broadcasts the mask (stride 0) to the full attention shape on the backend.
+    ``floor`` (e.g. -1e30) is added to every pair of the ``floor_rows`` (along L): rows
+    dominated by a huge finite mask value, whose lse rounds to the floor and absorbs
+    log(n) (issue 25, item 6). Softmax cancels it; only float64 cases draw it, where
+    every score is far below half its spacing, so every path rounds s + floor to floor.
     """
 
     kind: str  # "bool" | "additive"
@@ -207,6 +211,15 @@ class ArrayMask:
     bias: float = 0.0
     expand: bool = False
     seed: int = 0
+    floor: float = 0.0
+    floor_rows: tuple[int, ...] = ()
+
+    def floor_offset(self) -> np.ndarray:
+        """The floor added to the mask (``shape``): ``floor`` on ``floor_rows``, else 0."""
+        offset = np.zeros(self.shape)
+        if self.floor and self.floor_rows and len(self.shape) >= 2:
+            offset[..., list(self.floor_rows), :] = self.floor
+        return offset
 
     def array(self, dtype: str) -> np.ndarray:
         rng = np.random.default_rng(self.seed)
@@ -217,7 +230,7 @@ class ArrayMask:
             allowed[..., list(self.dead_cols)] = False
         if self.kind == "bool":
             return allowed
-        bias = rng.standard_normal(self.shape) * self.bias
+        bias = rng.standard_normal(self.shape) * self.bias + self.floor_offset()
         return ref.round_to(np.where(allowed, bias, -np.inf), dtype)
 
 
@@ -293,7 +306,8 @@ class FuzzCase:
             m = self.mask
             mask = (
                 f"{m.kind} array {m.shape} keep={m.keep} empty_rows={m.empty_rows} "
-                f"dead_cols={m.dead_cols} bias={m.bias} expand={m.expand} seed={m.seed}: "
+                f"dead_cols={m.dead_cols} bias={m.bias} floor={m.floor} on rows {m.floor_rows} "
+                f"expand={m.expand} seed={m.seed}: "
                 f"{_short(m.array(self.dtype))}"
             )
         elif isinstance(self.mask, Node):
@@ -404,8 +418,17 @@ def build_problem(case: FuzzCase) -> Problem:
     lowp = None
     if case.dtype in ("float16", "bfloat16"):
         lowp = ref.attention_lowp(q, k, v, case.dtype, attn_mask=oracle_mask, **oracle_kwargs)
-    smax = _score_max(case, q, k, mask)
+    smax = _score_max(case, q, k, _without_floor(case.mask, mask))
     return Problem(case, q, k, v, mask, oracle_mask, oracle_kwargs, gold, lowp, smax)
+
+
+def _without_floor(spec: ArrayMask | Node | None, mask: np.ndarray | None) -> Any:
+    """The mask less its row floor (softmax cancels a row's constant, so the score bound,
+    and with it the tolerance, must not grow with it)."""
+    if not isinstance(spec, ArrayMask) or mask is None or mask.dtype == bool:
+        return mask
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(mask), mask - spec.floor_offset(), mask)
 
 
 def _score_max(case: FuzzCase, q: np.ndarray, k: np.ndarray, mask: np.ndarray | None) -> float:

@@ -83,11 +83,19 @@ def _pick(draw, n: int, most: int = 3) -> tuple[int, ...]:
 
 
 @st.composite
-def _array_mask(draw, kind: str, out_lead: tuple[int, ...], L: int, S: int) -> ArrayMask:
+def _array_mask(
+    draw, kind: str, out_lead: tuple[int, ...], L: int, S: int, floors: bool = False
+) -> ArrayMask:
+    """``floors``: additive masks may add -1e30 to whole rows (float64 only: see
+    :class:`fuzz_oracle.ArrayMask`)."""
     target = (*out_lead, L, S)
     shape = _sub_shape(draw, target, 1 if draw(st.integers(0, 9)) else 0)
     rows = _pick(draw, L) if len(shape) >= 2 and shape[-2] == L else ()
     cols = _pick(draw, S) if len(shape) >= 1 and shape[-1] == S else ()
+    floor, floor_rows = 0.0, ()
+    rowwise = L > 0 and len(shape) >= 2 and shape[-2] == L
+    if floors and kind == "additive" and rowwise and draw(st.booleans()):
+        floor, floor_rows = -1e30, tuple(sorted({draw(st.integers(0, L - 1)), *_pick(draw, L)}))
     return ArrayMask(
         kind,
         shape,
@@ -97,6 +105,8 @@ def _array_mask(draw, kind: str, out_lead: tuple[int, ...], L: int, S: int) -> A
         bias=draw(st.sampled_from([0.0, 1.0, 6.0])) if kind == "additive" else 0.0,
         expand=draw(st.booleans()),
         seed=draw(SEEDS),
+        floor=floor,
+        floor_rows=floor_rows,
     )
 
 
@@ -175,7 +185,8 @@ SCALES = st.one_of(
 @st.composite
 def cases(draw, dtypes: tuple[str, ...], sizes: Sizes = FULL, gradients: bool = False):
     """A FuzzCase for a backend with ``dtypes``; ``gradients``: float64 and no softcap
-    (the oracle's analytic gradient knows score mods that add to the scores only)."""
+    (the oracle's analytic gradient knows score mods that add to the scores only), and
+    additive masks may put a -1e30 floor under whole rows (issue 25, item 6)."""
     q, k, v, gqa = draw(_shapes(sizes))
     if gradients:
         dtype = "float64"
@@ -193,10 +204,11 @@ def cases(draw, dtypes: tuple[str, ...], sizes: Sizes = FULL, gradients: bool = 
         lead = tuple(np.broadcast_shapes(q[:-2], (*k[:-3], q[-3]), (*v[:-3], q[-3])))
     else:
         lead = tuple(np.broadcast_shapes(q[:-2], k[:-2], v[:-2]))
-    kind = draw(st.sampled_from(["none", "bool", "additive", "structured", "structured"]))
+    kinds = ["none", "bool", "additive", "structured", "structured"]
+    kind = draw(st.sampled_from(kinds + ["additive"] * gradients))  # floors: more additive
     mask = None
     if kind in ("bool", "additive"):
-        mask = draw(_array_mask(kind, lead, L, S))
+        mask = draw(_array_mask(kind, lead, L, S, floors=gradients))
     elif kind == "structured":
         mask = draw(_structure(lead, L, S, qo, ko))
     window = draw(st.sampled_from([None, None, None, 0, 1, 2, 4, 6, (None, 0), (2, None), (0, 3)]))

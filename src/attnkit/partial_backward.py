@@ -86,5 +86,5 @@ def partial_attention_vjp(
         groups = p.gqa_groups
         out = xp.reshape(out, (*batch, heads // groups, groups, L, Ev))  # (..., Hkv, G, L, Ev)
         lse = xp.reshape(lse, (*batch, heads // groups, groups, L))  # (..., Hkv, G, L)
-    grads = backward_from(p, (out, lse), d_out, mask_grad=False)
+    grads = backward_from(p, (out, lse), d_out, mask_grad=False, whole_rows=False)
     return grads[0], grads[1], grads[2]

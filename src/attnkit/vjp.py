@@ -97,12 +97,17 @@ def forward_saving(p: Problem) -> tuple[Any, tuple[Any, Any]]:
 
 
 def backward_from(
-    p: Problem, saved: tuple[Any, Any], d_out: Any, mask_grad: bool = True
+    p: Problem,
+    saved: tuple[Any, Any],
+    d_out: Any,
+    mask_grad: bool = True,
+    whole_rows: bool = True,
 ) -> tuple[Any, ...]:
     """(dq, dk, dv[, d_mask]) in the operands' shapes and dtypes, from what
     :func:`forward_saving` kept; ``p.rng`` must redraw the forward's dropout.
     ``mask_grad=False``: no d_mask (None in its place) for an additive mask that needs
-    no gradient."""
+    no gradient. ``whole_rows=False``: the keys are one piece of a larger call whose
+    ``lse`` spans keys not given here (:mod:`attnkit.blocked.backward`)."""
     out, lse = saved
     shape = (*p.out_lead, p.L, p.Ev)
     d = _layout_cotangent(p, d_out, shape, tuple(out.shape))
@@ -111,7 +116,7 @@ def backward_from(
         grads = _zeros(p, ops)
     else:
         back = replace(p, need_lse=True, need_weights=False, block_size=_rows(p))
-        grads = blocked_backward(back, ops, out, lse, d, back.block_size, mask_grad)
+        grads = blocked_backward(back, ops, out, lse, d, back.block_size, mask_grad, whole_rows)
     return _caller_gradients(p, *grads)
 
 

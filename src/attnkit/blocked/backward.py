@@ -5,6 +5,7 @@ pass's blocks, so the work grows with the attended pairs as the forward's does),
 compute dtype (float32 for 16-bit inputs)::
 
     P   = exp(scores - lse)  where allowed, else 0      # (..., Bq, Sk), recomputed
+    P   = P / rowsum(P)      (whole rows only, see below)
     Pd  = dropout(P)         (the forward's keep pattern, redrawn from the replayed rng)
     dV += Pd^T dO                                        # (..., Sk, Ev)
     dP  = dropout(dO V^T)                                # (..., Bq, Sk)
@@ -12,6 +13,15 @@ compute dtype (float32 for 16-bit inputs)::
     dR  = dS * score_mod'(raw)                           # raw = scale * q k^T
     dQ  = scale * dR K,      dK += scale * dR^T Q
     dM  = dS summed over the additive mask's broadcast axes
+
+The division by rowsum(P) (issue 25, item 6): where a huge finite additive mask value
+(-1e30 in float64, -1e9 or finfo.min in float32) dominates a row, lse = m + log(n) rounds
+to m and exp(scores - lse) sums to up to n, not 1; the gradients came out up to n times
+too large. exp(scores - lse) is still proportional to the weights (and <= 1, since
+lse >= max(scores)), and a block holds every key its rows may see, so dividing by the
+row sum gives the weights exactly, whatever lse's rounding. A key *piece* (``whole_rows``
+False: :func:`attnkit.partial_backward.partial_attention_vjp`) holds part of each row
+only, so it keeps exp(scores - lse) and the merged lse's precision.
 
 Rows with nothing to attend have lse = -inf and P = 0: their gradients are exactly 0.
 Where pairs are masked and the operands are not known finite, each block zeroes what its
@@ -43,7 +53,14 @@ def block_ranges(p: Problem, rows: int) -> list[tuple[int, int]]:
 
 
 def blocked_backward(
-    p: Problem, ops: Prepared, out: Any, lse: Any, d_out: Any, rows: int, mask_grad: bool = True
+    p: Problem,
+    ops: Prepared,
+    out: Any,
+    lse: Any,
+    d_out: Any,
+    rows: int,
+    mask_grad: bool = True,
+    whole_rows: bool = True,
 ) -> tuple[Any, Any, Any, Any]:
     """(dq, dk, dv, d_mask) in the GQA layout and the compute dtype, of the operands'
     layout shapes (``ops``); d_mask None unless ``attn_mask`` is additive.
@@ -51,7 +68,9 @@ def blocked_backward(
     ``out`` (..., L, Ev) and ``lse`` (..., L) are the forward pass's (the executor's
     output, compute dtype, GQA layout); ``d_out`` the output's cotangent in that layout;
     ``rows`` the forward's block size; ``p.rng`` must redraw the forward's dropout;
-    ``mask_grad=False`` skips d_mask (None).
+    ``mask_grad=False`` skips d_mask (None); ``whole_rows=False`` when the keys are one
+    piece of the call's (``lse`` then covers keys this call does not see): the weights
+    are exp(scores - lse) without renormalizing (module docstring).
     """
     xp, cd = p.xp, p.compute_dtype
     q_shape, k_shape, v_shape = tuple(ops.query.shape), tuple(ops.key.shape), tuple(ops.value.shape)
@@ -70,7 +89,7 @@ def blocked_backward(
                 none = xp.zeros((q_hi - q_lo, p.S), dtype=cd, device=p.device)
                 dmask_parts.append(_mask_rows(p, none, mask_shape))
             continue
-        grads = _block_backward(p, ops, t, q_lo, q_hi, stream, out, lse, d_out, D)
+        grads = _block_backward(p, ops, t, q_lo, q_hi, stream, out, lse, d_out, D, whole_rows)
         dq_b, dk_b, dv_b, ds = grads
         dq_parts.append(sum_to_shape(xp, dq_b, (*q_shape[:-2], q_hi - q_lo, q_shape[-1])))
         at = 0
@@ -113,6 +132,7 @@ def _block_backward(
     lse: Any,
     d_out: Any,
     D: Any,
+    whole_rows: bool = True,
 ) -> tuple[Any, Any, Any, Any]:
     """(dq (..., Bq, E), dk (..., Sk, E), dv (..., Sk, Ev), dS (..., Bq, Sk)) of one block
     over its tile's columns, before any sum over broadcast axes."""
@@ -136,6 +156,9 @@ def _block_backward(
     e = xp.exp(scores - shift[..., None])  # (..., Bq, Sk)
     keep = live[..., None] if allowed is None else (allowed & live[..., None])
     P = xp.where(keep, e, xp.zeros_like(e))  # the forward's weights, 0 where not allowed
+    if whole_rows:  # exact weights even where lse's rounding absorbed log(n) (docstring)
+        total = xp.sum(P, axis=-1, keepdims=True)  # (..., Bq, 1): 1 unless lse rounded
+        P = P / xp.where(total > 0, total, xp.ones_like(total))
     dO = d_out[..., q_lo:q_hi, :]  # (..., Bq, Ev)
     dP = dO @ xp.matrix_transpose(v)  # (..., Bq, Sk): d loss / d dropped weights
     Pd = P
