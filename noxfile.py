@@ -168,7 +168,9 @@ def distributed_jax(session: nox.Session) -> None:
     files = sorted(str(f) for f in Path("tests/distributed").glob("test_jax_*.py"))
     if not files:
         session.error("no tests/distributed/test_jax_*.py: nothing to run")
-    _run(session, env, "pytest", *files, "-q", "-rs", *session.posargs)
+    # two workers: the Explicit/Auto mesh matrix is ~40 short compiles (each worker has
+    # its own 4 host devices; the multi-process tests pick free ports)
+    _run(session, env, "pytest", *files, "-q", "-rs", "-n", "2", *session.posargs)
 
 
 @nox.session(name="distributed-torch", venv_backend="none")
