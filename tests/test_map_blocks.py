@@ -176,3 +176,58 @@ def test_explain_names_the_loop() -> None:
     q = np.zeros((1, 2, 512, 16))
     text = str(ak.explain(q, q, q, window=16, block_size=32, impl="generic"))
     assert "a Python loop over the blocks" in text, text
+
+
+def _masked_gold(q, k, v, d_out, mask: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The plain formula under ``mask`` (bool: allowed; float: added), rows with no key
+    0 (attnkit's promise), torch.autograd in float64: out, (dq, dk, dv[, d_mask])."""
+    t = [torch.tensor(x, requires_grad=True) for x in (q, k, v)]
+    kk, vv = (x.repeat_interleave(2, dim=1) for x in t[1:])
+    s = (t[0] @ kk.transpose(-1, -2)) / math.sqrt(E)
+    m = torch.tensor(mask, requires_grad=mask.dtype != bool)
+    s = s.masked_fill(~m, -math.inf) if mask.dtype == bool else s + m
+    live = torch.isfinite(s).any(-1, keepdim=True)
+    w = torch.softmax(torch.where(live, s, torch.zeros_like(s)), dim=-1) * live
+    out = w @ vv
+    out.backward(torch.tensor(d_out))
+    grads = [x.grad.numpy() for x in t] + ([] if mask.dtype == bool else [m.grad.numpy()])
+    return out.detach().numpy(), grads
+
+
+MASKS = {
+    # key padding, batch 1 with no key at all (its rows: output 0, gradients 0)
+    "key padding (2, 1, 1, L)": np.stack([np.arange(L) < 50, np.zeros(L, bool)])[:, None, None],
+    "additive (1, 1, 1, L)": np.random.default_rng(5).standard_normal((1, 1, 1, L)),
+}
+
+
+@pytest.mark.parametrize("mask", list(MASKS.values()), ids=list(MASKS))
+def test_dense_runs_under_a_mask_of_one_row(mask: np.ndarray) -> None:
+    """A mask (..., 1, S) is the same tile for every block of unstructured attention: the
+    blocks still run as one loop (NumPy attention_vjp, JAX jit), with the mask's
+    gradient where it is additive (its backward then goes block by block)."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    q, k, v, d_out = _inputs(3)
+    gold, grads = _masked_gold(q, k, v, d_out, mask)
+    names = ("out", "dq", "dk", "dv", "d_mask")[: 2 + len(grads)]
+    out, vjp = ak.attention_vjp(q, k, v, attn_mask=mask, **KW)
+    got = [out, *vjp(d_out)]
+    for what, g, w in zip(names, got, [gold, *grads], strict=False):
+        err = float(np.max(np.abs(np.asarray(g, dtype=np.float64) - w)))
+        assert err <= F64, f"numpy: {what} max error {err:.3e} > allowed {F64:.1e}"
+    with x64(jax):
+        arrays = [jnp.asarray(x) for x in (q, k, v)]
+        plan = str(ak.explain(*arrays, attn_mask=jnp.asarray(mask), **KW))
+        assert "a run: every whole block" in plan, plan
+
+        def loss(a, b, c, m):
+            out = ak.scaled_dot_product_attention(a, b, c, attn_mask=m, **KW)
+            return jnp.sum(out * d_out), out
+
+        argnums = (0, 1, 2) if mask.dtype == bool else (0, 1, 2, 3)
+        fn = jax.jit(jax.grad(loss, argnums=argnums, has_aux=True))
+        got_grads, out = fn(*(jnp.asarray(x) for x in (q, k, v, mask)))
+        for what, g, w in zip(names, [out, *got_grads], [gold, *grads], strict=False):
+            err = float(np.max(np.abs(np.asarray(g, dtype=np.float64) - w)))
+            assert err <= F64, f"jax jit: {what} max error {err:.3e} > allowed {F64:.1e}"

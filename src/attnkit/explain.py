@@ -173,7 +173,11 @@ def _mapped(p: Problem, kernels: Any, rows: int) -> bool:
     (:func:`attnkit.blocked.executor.mapped_run`'s conditions, read from the call)."""
     if kernels is not None and (kernels.block is not None or kernels.run is not None):
         return False
-    if p.mask is not None or p.need_weights or p.dropout_p > 0 or p.score_mod is not None:
+    if p.need_weights or p.dropout_p > 0 or p.score_mod is not None:
+        return False
+    if p.mask is not None and (p.mask.ndim < 2 or p.mask.shape[-2] != 1):
+        return False
+    if p.mask is not None and p.structure is not None and p.mask.shape[-1] != 1:
         return False
     if p.backend.recompute_block is not None and not p.backend.map_blocks_recomputes:
         lead = p.out_lead

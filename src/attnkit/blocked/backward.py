@@ -77,7 +77,9 @@ def blocked_backward(
     xp, cd = p.xp, p.compute_dtype
     q_shape, k_shape, v_shape = tuple(ops.query.shape), tuple(ops.key.shape), tuple(ops.value.shape)
     blocks = block_ranges(p, rows)
-    run = mapped_run(p, ops, None, rows, False)  # the forward's loop of uniform blocks
+    mask_shape = None if ops.additive is None or not mask_grad else tuple(ops.additive.shape)
+    # the forward's loop of uniform blocks (not where the mask's gradient is asked for)
+    run = mapped_run(p, ops, None, rows, False) if mask_shape is None else None
 
     def in_run(q_lo: int) -> bool:
         return run is not None and run.q_lo <= q_lo < run.q_hi
@@ -87,7 +89,6 @@ def blocked_backward(
     dk_sums, dv_sums = SegmentSums(xp, p.S, cuts), SegmentSums(xp, p.S, cuts)
     D = xp.sum(d_out * out, axis=-1)  # (..., L): rowsum(dO * O)
     dq_parts, dmask_parts = [], []
-    mask_shape = None if ops.additive is None or not mask_grad else tuple(ops.additive.shape)
     for stream, ((q_lo, q_hi), t) in enumerate(zip(blocks, tiles, strict=True)):
         if in_run(q_lo):  # the run's blocks in one loop of the backend's (once, at its start)
             if q_lo == run.q_lo:

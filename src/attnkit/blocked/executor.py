@@ -113,8 +113,9 @@ def mapped_run(p: Problem, ops: Prepared, kernels: Any, rows: int, recompute: bo
     """The run of uniform blocks of ``rows`` rows that goes through ``Backend.map_blocks``
     (:func:`.translated_runs.uniform_run`: a window's interior, or every whole block of
     unstructured attention), or None: where no block kernel takes the blocks (the array-API path),
-    without weights, dropout, score mods or a dense ``attn_mask`` (tiles that differ from
-    block to block), and where autodiff would recompute blocks only if the backend's loop
+    without weights, dropout, score mods or an ``attn_mask`` whose rows differ (tiles that
+    differ from block to block; a key padding mask (..., 1, S) is the same for all blocks
+    of unstructured attention), and where autodiff would recompute blocks only if the backend's loop
     recomputes its body. Each block of the run: the same (rows, width) tile, so one body
     serves all and a compiled program holds it once (the blocks before and after the run,
     a constant number, stay unrolled)."""
@@ -122,11 +123,15 @@ def mapped_run(p: Problem, ops: Prepared, kernels: Any, rows: int, recompute: bo
         return None
     if p.need_weights or p.dropout_p > 0 or p.score_mod is not None:
         return None
-    if ops.allowed_mask is not None or ops.additive is not None:
+    masks = [m for m in (ops.allowed_mask, ops.additive) if m is not None]
+    if any(m.shape[-2] != 1 for m in masks):  # a mask whose rows differ: tiles differ
         return None
     if recompute and not p.backend.map_blocks_recomputes:
         return None
-    return uniform_run(p, rows)
+    run = uniform_run(p, rows)
+    if run is not None and run.stride and any(m.shape[-1] != 1 for m in masks):
+        return None  # a window's blocks read other key columns of the mask
+    return run
 
 
 def _map_run(p: Problem, ops: Prepared, run: Run) -> tuple[Any, Any]:
