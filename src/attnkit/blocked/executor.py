@@ -112,13 +112,13 @@ def _run_of(p: Problem, ops: Prepared, kernels: Any, need_weights: bool) -> Run 
 def mapped_run(p: Problem, ops: Prepared, kernels: Any, rows: int, recompute: bool) -> Run | None:
     """The run of uniform blocks of ``rows`` rows that goes through ``Backend.map_blocks``
     (:func:`.translated_runs.uniform_run`: a window's interior, or every whole block of
-    unstructured attention), or None: where no block kernel takes the blocks (the array-API path),
-    without weights, dropout, score mods or an ``attn_mask`` whose rows differ (tiles that
-    differ from block to block; a key padding mask (..., 1, S) is the same for all blocks
-    of unstructured attention), and where autodiff would recompute blocks only if the backend's loop
-    recomputes its body. Each block of the run: the same (rows, width) tile, so one body
-    serves all and a compiled program holds it once (the blocks before and after the run,
-    a constant number, stay unrolled)."""
+    unstructured attention), or None. Only where no block kernel takes the blocks (the
+    array-API path); without weights, dropout, score mods or an ``attn_mask`` whose rows
+    differ (tiles that differ from block to block; a key padding mask (..., 1, S) is the
+    same for every block of unstructured attention); and where autodiff would recompute
+    blocks, only if the backend's loop recomputes its body. Every block of the run has
+    the same (rows, width) tile, so one body serves all and a compiled program holds it
+    once (the blocks before and after the run, a constant number, stay unrolled)."""
     if kernels is not None and (kernels.block is not None or kernels.run is not None):
         return None
     if p.need_weights or p.dropout_p > 0 or p.score_mod is not None:
