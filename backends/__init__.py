@@ -159,6 +159,20 @@ class Backend:
             ``needs`` says none is wanted). Returns the output, or None where the call is
             not being differentiated (or ``random``, a call drawing dropout, cannot be
             replayed); None (the default) for libraries without autodiff.
+        map_blocks(body, starts, operands, sizes, sums=()): the executor's loop over
+            blocks of one uniform shape: for each block b, ``body`` on the slices
+            ``x[..., starts[b][i] : starts[b][i] + sizes[i], :]`` of ``operands[i]``
+            (axis -2), returning a tuple of arrays (..., rows, X). The first outputs
+            come back stacked: every block's concatenated on axis -2, in order. The last
+            ``len(sums)`` are added up: with ``sums[j] = (i, n)``, block b's output adds
+            into rows [starts[b][i], starts[b][i] + sizes[i]) of a zero (..., n, X) array
+            (the rows it read of operand i: key gradients). The default is a Python loop
+            (NumPy, array-api-strict, eager PyTorch); JAX declares ``jax.lax.scan`` with
+            ``lax.dynamic_slice`` and ``jax.checkpoint`` on the body, so that a jitted
+            program holds the body once, whatever the number of blocks.
+            ``map_blocks_loop`` names the loop (:func:`attnkit.explain`) and
+            ``map_blocks_recomputes`` says whether autodiff recomputes the body in the
+            backward pass rather than storing its scores.
         elementwise_grad(fn, x): the derivative of the elementwise ``fn`` at ``x``
             (``d fn(x) / dx``, of x's shape) by the framework's autodiff, or None (the
             default) for libraries without one.
@@ -178,6 +192,10 @@ class Backend:
     custom_vjp: Callable[..., Any] | None = None
     #: whether ``custom_vjp`` takes calls that draw dropout (it redraws their pattern).
     custom_vjp_replays_dropout: bool = True
+    #: the loop ``map_blocks`` runs, in words (``attnkit.explain`` prints it).
+    map_blocks_loop: str = "a Python loop over the blocks"
+    #: whether autodiff recomputes ``map_blocks``'s body rather than storing its scores.
+    map_blocks_recomputes: bool = False
 
     def available(self) -> bool:
         if not self.MODULE:
@@ -249,6 +267,41 @@ class Backend:
 
     def elementwise_grad(self, fn: Callable[[Any], Any], x: Any) -> Any:
         return None
+
+    def map_blocks(
+        self,
+        body: Callable[..., tuple[Any, ...]],
+        starts: list[tuple[int, ...]],
+        operands: tuple[Any, ...],
+        sizes: tuple[int, ...],
+        sums: tuple[tuple[int, int], ...] = (),
+    ) -> tuple[Any, ...]:
+        """A Python loop: ``body`` block by block; stacked outputs concatenated on axis
+        -2, summed ones added by key segments (:class:`attnkit.blocked.accumulate.SegmentSums`:
+        no full-length addition per block)."""
+        from attnkit.blocked.accumulate import SegmentSums
+
+        xp = _aac.array_namespace(*operands)
+        stacked: list[tuple[Any, ...]] = []
+        added = [
+            SegmentSums(xp, n, {a for at in starts for a in (at[i], at[i] + sizes[i])})
+            for i, n in sums
+        ]
+        for at in starts:
+            cut = (x[..., a : a + n, :] for x, a, n in zip(operands, at, sizes, strict=True))
+            outs = body(*cut)
+            split = len(outs) - len(sums)
+            stacked.append(outs[:split])
+            for acc, (i, _), y in zip(added, sums, outs[split:], strict=True):
+                acc.add(at[i], at[i] + sizes[i], y)
+        result = [
+            xp.concat([o[j] for o in stacked], axis=-2) if len(stacked) > 1 else stacked[0][j]
+            for j in range(split)
+        ]
+        for acc, (_, n), y in zip(added, sums, outs[split:], strict=True):  # y: the last block's
+            shape = (*y.shape[:-2], n, y.shape[-1])  # (..., n, X)
+            result.append(acc.result(shape, y.dtype, _aac.device(y)))
+        return tuple(result)
 
     def __repr__(self) -> str:
         return f"<attnkit backend {self.NAME}>"

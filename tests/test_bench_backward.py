@@ -26,6 +26,20 @@ def test_a_step_measures_checked_gradients(backend: str) -> None:
     assert r.dq_error is not None and r.dq_error <= backward.TOLERANCE, r.dq_error
 
 
+@pytest.mark.parametrize("what", ["call", "memory", "compile forward", "compile"])
+def test_the_long_call_and_compile_jobs_measure(what: str) -> None:
+    """The jobs of targets 4, 5 and 7 at tiny sizes: a jitted call (timed after its
+    warm-up, with its peak memory), a step's memory, and jax.jit's compile seconds."""
+    if "jax" not in INSTALLED:
+        pytest.skip("jax is not installed")
+    kind, W = ("window", 16) if what.startswith("compile") else ("dense", None)
+    r = backward.measure(GradJob("jax", AUTO, kind, 256, what, W=W, repeats=1))
+    assert r.error is None, r.error
+    assert r.seconds is not None and r.seconds > 0, r
+    if not what.startswith("compile"):
+        assert r.peak_rss_bytes is not None and r.peak_rss_bytes > 0, r
+
+
 @pytest.mark.parametrize("wrong", ["dq", "dk", "dv", "nan"])
 def test_wrong_gradients_are_refused(wrong: str) -> None:
     job = GradJob("numpy", AUTO, "dense", 64)

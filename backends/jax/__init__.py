@@ -161,6 +161,60 @@ class JaxBackend(Backend):
         """A JAX key is a value: the same key redraws the same numbers."""
         return rng
 
+    map_blocks_loop = "jax.lax.scan over the blocks (lax.dynamic_slice, jax.checkpoint body)"
+    map_blocks_recomputes = True
+
+    def map_blocks(
+        self,
+        body: Callable[..., tuple[Any, ...]],
+        starts: list[tuple[int, ...]],
+        operands: tuple[Any, ...],
+        sizes: tuple[int, ...],
+        sums: tuple[tuple[int, int], ...] = (),
+    ) -> tuple[Any, ...]:
+        """``jax.lax.scan`` over the blocks' start rows, each block's operands cut by
+        ``lax.dynamic_slice_in_dim`` and ``body`` under ``jax.checkpoint`` (Rabe & Staats,
+        "Self-attention Does Not Need O(n^2) Memory"): the program holds one body and one
+        loop whatever the number of blocks, and reverse-mode autodiff recomputes each
+        block's scores rather than storing them. Stacked outputs (blocks, ..., rows, X)
+        become (..., blocks * rows, X); summed outputs ride the scan's carry, each block's
+        added into its rows with ``lax.dynamic_update_slice`` (no per-block copies)."""
+        import jax
+        import jax.numpy as jnp
+
+        lax = jax.lax
+        step = jax.checkpoint(body)
+
+        def cut(at: Any) -> list[Any]:
+            return [
+                lax.dynamic_slice_in_dim(x, at[i], n, axis=x.ndim - 2)
+                for i, (x, n) in enumerate(zip(operands, sizes, strict=True))
+            ]
+
+        at0 = jnp.asarray(starts, dtype=jnp.int32)  # (blocks, operands)
+        shapes = jax.eval_shape(step, *cut(at0[0]))
+        split = len(shapes) - len(sums)
+        carry0 = tuple(
+            jnp.zeros((*y.shape[:-2], n, y.shape[-1]), dtype=y.dtype)
+            for y, (_, n) in zip(shapes[split:], sums, strict=True)
+        )
+
+        def one(carry: tuple[Any, ...], at: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+            outs = step(*cut(at))
+            new = []
+            for total, (i, _), y in zip(carry, sums, outs[split:], strict=True):
+                lo = at[i]
+                held = lax.dynamic_slice_in_dim(total, lo, y.shape[-2], axis=total.ndim - 2)
+                new.append(lax.dynamic_update_slice_in_dim(total, held + y, lo, total.ndim - 2))
+            return tuple(new), tuple(outs[:split])
+
+        carry, stacked = lax.scan(one, carry0, at0)
+        result = []
+        for y in stacked:  # (blocks, ..., rows, X) -> (..., blocks * rows, X)
+            y = jnp.moveaxis(y, 0, -3)
+            result.append(jnp.reshape(y, (*y.shape[:-3], y.shape[-3] * y.shape[-2], y.shape[-1])))
+        return (*result, *carry)
+
     def elementwise_grad(self, fn: Callable[[Any], Any], x: Any) -> Any:
         """d fn(x) / dx for an elementwise ``fn``: ``jax.vjp`` with ones."""
         import jax

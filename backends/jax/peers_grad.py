@@ -3,9 +3,9 @@
 The baseline is ``jax.nn.dot_product_attention`` (``local_window_size`` for a window), in
 attnkit's (B, H, L, E) layout; attnkit is passed in as a function. Gradients are
 ``jax.vjp`` of the function against an upstream gradient ``d_out``, under ``jax.jit``
-(what JAX users train with) or eagerly (:func:`gradient` with ``jit=False``, for the peak
-memory of a long sequence, whose blocks a jit would unroll). :func:`compile_seconds`
-times ``jax.jit``'s lowering and compilation of the gradient alone.
+(what JAX users train with) or eagerly (:func:`gradient` with ``jit=False``).
+:func:`compile_seconds` times ``jax.jit``'s lowering and compilation of the gradient (or
+the forward) alone.
 """
 
 from __future__ import annotations
@@ -69,10 +69,14 @@ def gradient(
     return step
 
 
-def compile_seconds(fn: Callable, q: Any, k: Any, v: Any, d_out: Any) -> float:
-    """Seconds ``jax.jit`` takes to lower and compile the gradient of ``fn`` (no run)."""
+def compile_seconds(fn: Callable, q: Any, k: Any, v: Any, d_out: Any | None) -> float:
+    """Seconds ``jax.jit`` takes to lower and compile the gradient of ``fn`` (no run), or
+    its forward alone where ``d_out`` is None."""
     import jax
 
     start = time.perf_counter()
-    jax.jit(_vjp(fn)).lower(q, k, v, d_out).compile()
+    if d_out is None:
+        jax.jit(fn).lower(q, k, v).compile()
+    else:
+        jax.jit(_vjp(fn)).lower(q, k, v, d_out).compile()
     return time.perf_counter() - start

@@ -40,8 +40,10 @@ from ..masked_operands import neutralize
 from ..problem import Problem
 from ..score_mods import apply_score_mod, score_mod_derivative
 from .accumulate import SegmentSums, sum_to_shape
+from .executor import mapped_run
 from .operands import Prepared
 from .tiles import block_plan, block_tile, scatter_columns, select_rows
+from .translated_runs import Run
 
 __all__ = ["block_ranges", "blocked_backward"]
 
@@ -75,13 +77,26 @@ def blocked_backward(
     xp, cd = p.xp, p.compute_dtype
     q_shape, k_shape, v_shape = tuple(ops.query.shape), tuple(ops.key.shape), tuple(ops.value.shape)
     blocks = block_ranges(p, rows)
-    tiles = [block_tile(p, lo, hi) for lo, hi in blocks]
+    mask_shape = None if ops.additive is None or not mask_grad else tuple(ops.additive.shape)
+    # the forward's loop of uniform blocks (not where the mask's gradient is asked for)
+    run = mapped_run(p, ops, None, rows, False) if mask_shape is None else None
+
+    def in_run(q_lo: int) -> bool:
+        return run is not None and run.q_lo <= q_lo < run.q_hi
+
+    tiles = [None if in_run(lo) else block_tile(p, lo, hi) for lo, hi in blocks]
     cuts = {b for t in tiles if t is not None for r in t.ranges for b in r}
     dk_sums, dv_sums = SegmentSums(xp, p.S, cuts), SegmentSums(xp, p.S, cuts)
     D = xp.sum(d_out * out, axis=-1)  # (..., L): rowsum(dO * O)
     dq_parts, dmask_parts = [], []
-    mask_shape = None if ops.additive is None or not mask_grad else tuple(ops.additive.shape)
     for stream, ((q_lo, q_hi), t) in enumerate(zip(blocks, tiles, strict=True)):
+        if in_run(q_lo):  # the run's blocks in one loop of the backend's (once, at its start)
+            if q_lo == run.q_lo:
+                dq_run, dk_run, dv_run = _run_backward(p, ops, run, lse, d_out, D, whole_rows)
+                dq_parts.append(dq_run)  # (..., run rows, E)
+                dk_sums.add(0, p.S, dk_run)  # (..., S, E): zero outside the run's keys
+                dv_sums.add(0, p.S, dv_run)
+            continue
         if t is None:  # no key in reach: zero gradients for these rows
             dq_parts.append(xp.zeros((*q_shape[:-2], q_hi - q_lo, q_shape[-1]), dtype=cd,
                                      device=p.device))  # fmt: skip
@@ -91,6 +106,9 @@ def blocked_backward(
             continue
         grads = _block_backward(p, ops, t, q_lo, q_hi, stream, out, lse, d_out, D, whole_rows)
         dq_b, dk_b, dv_b, ds = grads
+        # to the key/value heads (GQA groups summed) before adding: the run's are too
+        dk_b = sum_to_shape(xp, dk_b, (*k_shape[:-2], dk_b.shape[-2], k_shape[-1]))
+        dv_b = sum_to_shape(xp, dv_b, (*v_shape[:-2], dv_b.shape[-2], v_shape[-1]))
         dq_parts.append(sum_to_shape(xp, dq_b, (*q_shape[:-2], q_hi - q_lo, q_shape[-1])))
         at = 0
         for lo, hi in t.ranges:  # the tile's columns, range by range
@@ -112,6 +130,36 @@ def blocked_backward(
         else:
             d_mask = dmask_parts[0] if len(dmask_parts) == 1 else xp.concat(dmask_parts, axis=-2)
     return dq, dk, dv, d_mask
+
+
+def _run_backward(
+    p: Problem, ops: Prepared, run: Run, lse: Any, d_out: Any, D: Any, whole_rows: bool
+) -> tuple[Any, Any, Any]:
+    """(dq (..., run rows, E), dk (..., S, E), dv (..., S, Ev)) of the run's blocks:
+    :func:`_tile_backward` on each block's slices through ``Backend.map_blocks`` (one
+    body for all blocks: a jitted program holds it once), each block's key gradients
+    added into the rows it read. Nothing per block is stored: each recomputes its scores
+    from q, k and the saved lse."""
+    xp, r, w = p.xp, run.rows, run.width
+    t, allowed = block_plan(p, ops, run.q_lo, run.q_lo + r)  # the tile of every block
+    q_shape, k_shape, v_shape = tuple(ops.query.shape), tuple(ops.key.shape), tuple(ops.value.shape)
+
+    def body(q: Any, k: Any, v: Any, lse_b: Any, dO: Any, D_b: Any) -> tuple[Any, Any, Any]:
+        dq, dk, dv, _ = _tile_backward(
+            p, ops, t, allowed, q, k, v, lse_b[..., 0], dO, D_b[..., 0], 0, whole_rows
+        )
+        # dk, dv summed to the key/value heads here: what the loop adds up stays small
+        dk = sum_to_shape(xp, dk, (*k_shape[:-2], w, k_shape[-1]))  # (..., w, E)
+        dv = sum_to_shape(xp, dv, (*v_shape[:-2], w, v_shape[-1]))  # (..., w, Ev)
+        return sum_to_shape(xp, dq, (*q_shape[:-2], r, q_shape[-1])), dk, dv
+
+    starts = []
+    for i in range(run.blocks):  # query rows, key rows (of k, v), query rows (lse, dO, D)
+        a, b = run.q_lo + i * r, run.k_lo + i * run.stride
+        starts.append((a, b, b, a, a, a))
+    operands = (ops.query, ops.key, ops.value, lse[..., None], d_out, D[..., None])
+    sizes = (r, w, w, r, r, r)
+    return p.backend.map_blocks(body, starts, operands, sizes, sums=((1, p.S), (2, p.S)))
 
 
 def _mask_rows(p: Problem, ds: Any, mask_shape: tuple[int, ...]) -> Any:
@@ -141,6 +189,29 @@ def _block_backward(
     q = ops.query[..., q_lo:q_hi, :]  # (..., Bq, E)
     k = select_rows(xp, ops.key, t.ranges)  # (..., Sk, E)
     v = select_rows(xp, ops.value, t.ranges)  # (..., Sk, Ev)
+    rows = (lse[..., q_lo:q_hi], d_out[..., q_lo:q_hi, :], D[..., q_lo:q_hi])
+    return _tile_backward(p, ops, t, allowed, q, k, v, *rows, stream, whole_rows)
+
+
+def _tile_backward(
+    p: Problem,
+    ops: Prepared,
+    t: Any,
+    allowed: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    lse_b: Any,
+    dO: Any,
+    D_b: Any,
+    stream: int,
+    whole_rows: bool,
+) -> tuple[Any, Any, Any, Any]:
+    """:func:`_block_backward` on the block's operands: q (..., Bq, E), k (..., Sk, E),
+    v (..., Sk, Ev), and the block's rows of lse (..., Bq), d_out (..., Bq, Ev) and
+    D = rowsum(dO * O) (..., Bq); ``allowed`` (..., Bq, Sk) or None. The loop hook
+    (``Backend.map_blocks``) runs it on slices of a run's uniform blocks."""
+    xp = p.xp
     if allowed is not None and not ops.finite:
         q, k, v = neutralize(xp, q, k, v, allowed)
     raw = (q * p.scale) @ xp.matrix_transpose(k)  # (..., Bq, Sk)
@@ -150,7 +221,6 @@ def _block_backward(
     scores = modified
     if ops.additive is not None:
         scores = scores + t.columns(t.rows(ops.additive))
-    lse_b = lse[..., q_lo:q_hi]  # (..., Bq)
     live = xp.isfinite(lse_b)  # False on rows with nothing to attend (lse = -inf)
     shift = xp.where(live, lse_b, xp.zeros_like(lse_b))
     e = xp.exp(scores - shift[..., None])  # (..., Bq, Sk)
@@ -159,7 +229,6 @@ def _block_backward(
     if whole_rows:  # exact weights even where lse's rounding absorbed log(n) (docstring)
         total = xp.sum(P, axis=-1, keepdims=True)  # (..., Bq, 1): 1 unless lse rounded
         P = P / xp.where(total > 0, total, xp.ones_like(total))
-    dO = d_out[..., q_lo:q_hi, :]  # (..., Bq, Ev)
     dP = dO @ xp.matrix_transpose(v)  # (..., Bq, Sk): d loss / d dropped weights
     Pd = P
     if p.dropout_p > 0:
@@ -167,7 +236,7 @@ def _block_backward(
         Pd = xp.where(kept, P / keep_prob, xp.zeros_like(P))
         dP = xp.where(kept, dP / keep_prob, xp.zeros_like(dP))
     dv = xp.matrix_transpose(Pd) @ dO  # (..., Sk, Ev)
-    dS = P * (dP - D[..., q_lo:q_hi, None])  # (..., Bq, Sk)
+    dS = P * (dP - D_b[..., None])  # (..., Bq, Sk)
     if not ops.finite:  # a masked pair's 0 * (inf - D) is NaN: exactly 0 there
         dS = xp.where(P != 0, dS, xp.zeros_like(dS))
     dR = dS

@@ -26,7 +26,7 @@ from ..softmax import masked_softmax, softmax_denominator, softmax_numerator, so
 from .operands import Prepared, empty_result
 from .tiles import block_plan, kernel_mask, scatter_columns, select_rows
 
-__all__ = ["attend_block", "block_formula"]
+__all__ = ["attend_block", "attend_tile", "block_formula", "block_values"]
 
 
 def block_formula(
@@ -74,9 +74,36 @@ def attend_block(
         return empty_result(p, ops.lead, q_hi - q_lo, need_weights)
     q = ops.query[..., q_lo:q_hi, :]  # (..., Bq, E)
     k = select_rows(xp, ops.key, t.ranges)  # (..., Sk, E)
+    v = select_rows(xp, block_values(p, ops, need_weights), t.ranges)  # (..., Sk, Ev[+1])
+    return attend_tile(p, ops, kernels, t, allowed, q, k, v, stream, need_weights)
+
+
+def block_values(p: Problem, ops: Prepared, need_weights: bool) -> Any:
+    """The value rows a block reads: (..., S, Ev), or (..., S, Ev + 1) with a column of
+    ones where :func:`attend_tile` takes the row sums from the value product."""
+    plain = not (need_weights or p.dropout_p > 0)
+    return ops.value_ones if (ops.value_ones is not None and plain and ops.finite) else ops.value
+
+
+def attend_tile(
+    p: Problem,
+    ops: Prepared,
+    kernels: Any,
+    t: Any,
+    allowed: Any,
+    q: Any,
+    k: Any,
+    v: Any,
+    stream: int,
+    need_weights: bool,
+) -> tuple[Any, Any, Any]:
+    """:func:`attend_block` on its tile's operands: q (..., Bq, E), k (..., Sk, E), v
+    (..., Sk, Ev) or (..., Sk, Ev + 1) (:func:`block_values`), ``allowed`` (..., Bq, Sk)
+    or None. Returns (out (..., Bq, Ev), weights or None, lse (..., Bq) or None). The
+    executor's loop hook (``Backend.map_blocks``) runs it on slices of uniform blocks."""
+    xp = p.xp
     plain = not (need_weights or p.dropout_p > 0)
     with_ones = ops.value_ones is not None and plain and ops.finite
-    v = select_rows(xp, ops.value_ones if with_ones else ops.value, t.ranges)  # (..., Sk, Ev[+1])
     if allowed is not None and not ops.finite:
         q, k, v = neutralize(xp, q, k, v, allowed)
     block = None if kernels is None else kernels.block

@@ -17,12 +17,12 @@ from typing import Any
 from ..problem import Problem
 from ..shapes import broadcast_shapes
 from . import cost
-from .block import attend_block
+from .block import attend_block, attend_tile, block_values
 from .operands import Prepared, empty_result, prepare_operands
 from .tiles import block_plan, block_tile, kernel_mask
-from .translated_runs import Run, find_run
+from .translated_runs import Run, find_run, uniform_run
 
-__all__ = ["blocked_attention"]
+__all__ = ["blocked_attention", "mapped_run"]
 
 
 def blocked_attention(p: Problem, kernels: Any = None) -> tuple[Any, Any, Any]:
@@ -43,6 +43,15 @@ def blocked_attention(p: Problem, kernels: Any = None) -> tuple[Any, Any, Any]:
     rows = p.block_size or cost.choose_block_size(p, ops.lead, kernels)
     run = _run_of(p, ops, kernels, need_weights)
     run_out = None if run is None else _attend_run(p, ops, kernels, run)  # (..., rows, Ev)
+    run_lse = None
+    if run_out is None:
+        whole = cost.stored_elements(p, ops.lead, _segment_blocks(p, rows, None))
+        recomputes = plain and p.backend.recompute_block is not None
+        run = mapped_run(
+            p, ops, kernels, rows, recomputes and whole >= cost.RECOMPUTE_ABOVE_ELEMENTS
+        )
+        if run is not None:  # the run's blocks through the backend's loop hook
+            run_out, run_lse = _map_run(p, ops, run)  # (..., run rows, Ev), (..., run rows)
     blocks = _segment_blocks(p, rows, None if run_out is None else run)
     recompute = p.backend.recompute_block if plain else None
     stored = cost.stored_elements(p, ops.lead, blocks)  # what autograd would keep
@@ -50,8 +59,8 @@ def blocked_attention(p: Problem, kernels: Any = None) -> tuple[Any, Any, Any]:
         recompute = None  # what autograd keeps is small (e.g. a window): no recomputation
     outs, weights, lses = [], [], []
     for stream, (q_lo, q_hi, in_run) in enumerate(blocks):
-        if in_run:  # the run's rows, attended above in one kernel call
-            out, w, lse = run_out, None, None
+        if in_run:  # the run's rows, attended above in one kernel call or one loop
+            out, w, lse = run_out, None, run_lse
         elif recompute is None:
             out, w, lse = attend_block(p, ops, kernels, q_lo, q_hi, stream, need_weights)
         else:
@@ -98,6 +107,49 @@ def _run_of(p: Problem, ops: Prepared, kernels: Any, need_weights: bool) -> Run 
     if ops.allowed_mask is not None or ops.additive is not None or not ops.finite:
         return None
     return find_run(p, kernels.run_rows)
+
+
+def mapped_run(p: Problem, ops: Prepared, kernels: Any, rows: int, recompute: bool) -> Run | None:
+    """The run of uniform blocks of ``rows`` rows that goes through ``Backend.map_blocks``
+    (:func:`.translated_runs.uniform_run`: a window's interior, or every whole block of
+    unstructured attention), or None. Only where no block kernel takes the blocks (the
+    array-API path); without weights, dropout, score mods or an ``attn_mask`` whose rows
+    differ (tiles that differ from block to block; a key padding mask (..., 1, S) is the
+    same for every block of unstructured attention); and where autodiff would recompute
+    blocks, only if the backend's loop recomputes its body. Every block of the run has
+    the same (rows, width) tile, so one body serves all and a compiled program holds it
+    once (the blocks before and after the run, a constant number, stay unrolled)."""
+    if kernels is not None and (kernels.block is not None or kernels.run is not None):
+        return None
+    if p.need_weights or p.dropout_p > 0 or p.score_mod is not None:
+        return None
+    masks = [m for m in (ops.allowed_mask, ops.additive) if m is not None]
+    if any(m.shape[-2] != 1 for m in masks):  # a mask whose rows differ: tiles differ
+        return None
+    if recompute and not p.backend.map_blocks_recomputes:
+        return None
+    run = uniform_run(p, rows)
+    if run is not None and run.stride and any(m.shape[-1] != 1 for m in masks):
+        return None  # a window's blocks read other key columns of the mask
+    return run
+
+
+def _map_run(p: Problem, ops: Prepared, run: Run) -> tuple[Any, Any]:
+    """(out (..., q_hi - q_lo, Ev), lse (..., q_hi - q_lo)) of every block of ``run``:
+    :func:`attend_tile` on each block's slices, through ``Backend.map_blocks``."""
+    t, allowed = block_plan(p, ops, run.q_lo, run.q_lo + run.rows)  # (..., rows, width)
+    values = block_values(p, ops, False)  # (..., S, Ev[+1])
+
+    def body(q: Any, k: Any, v: Any) -> tuple[Any, Any]:
+        out, _, lse = attend_tile(p, ops, None, t, allowed, q, k, v, 0, False)
+        return out, lse[..., None]  # (..., rows, Ev), (..., rows, 1)
+
+    starts = [(run.q_lo + i * run.rows, run.k_lo + i * run.stride) for i in range(run.blocks)]
+    starts = [(q, k, k) for q, k in starts]  # query, key and value rows of each block
+    out, lse = p.backend.map_blocks(
+        body, starts, (ops.query, ops.key, values), (run.rows, run.width, run.width)
+    )
+    return out, lse[..., 0]
 
 
 def _segment_blocks(p: Problem, rows: int, run: Run | None) -> list[tuple[int, int, bool]]:

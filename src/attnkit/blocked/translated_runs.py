@@ -25,19 +25,27 @@ from typing import Any
 
 from ..masks import clip_ranges
 
-__all__ = ["Run", "find_run"]
+__all__ = ["Run", "find_run", "uniform_run"]
 
 
 @dataclass(frozen=True)
 class Run:
     """Query rows [q_lo, q_hi) in blocks of ``rows``; block i reads key rows
-    [k_lo + i*rows, k_lo + i*rows + width). ``q_hi - q_lo`` is a multiple of ``rows``."""
+    [k_lo + i*step, k_lo + i*step + width), ``step`` = ``rows`` (a window's interior:
+    :func:`find_run`) unless given (0: every block reads the same keys, unstructured
+    attention: :func:`uniform_run`). ``q_hi - q_lo`` is a multiple of ``rows``."""
 
     q_lo: int
     q_hi: int
     k_lo: int
     rows: int
     width: int
+    step: int | None = None
+
+    @property
+    def stride(self) -> int:
+        """Key rows between the starts of consecutive blocks."""
+        return self.rows if self.step is None else self.step
 
     @property
     def blocks(self) -> int:
@@ -46,7 +54,7 @@ class Run:
     @property
     def k_hi(self) -> int:
         """One past the last key row the run reads."""
-        return self.k_lo + (self.blocks - 1) * self.rows + self.width
+        return self.k_lo + (self.blocks - 1) * self.stride + self.width
 
 
 def find_run(p: Any, rows: int, min_blocks: int = 2) -> Run | None:
@@ -105,3 +113,16 @@ def _relative_columns(p: Any, q_lo: int, rows: int) -> tuple[int, int] | None:
     None unless they form one range."""
     ranges = clip_ranges(p.structure.key_ranges(p.geometry, q_lo, q_lo + rows), p.geometry.S)
     return (ranges[0][0] - q_lo, ranges[0][1] - q_lo) if len(ranges) == 1 else None
+
+
+def uniform_run(p: Any, rows: int, min_blocks: int = 2) -> Run | None:
+    """The run of blocks of ``rows`` rows that read keys through one (rows, width) tile:
+    a window's interior (:func:`find_run`), or without any structure every whole block
+    (all S keys, step 0: the last, shorter block stays out); None otherwise (causal
+    attention: no two blocks alike) or with fewer than ``min_blocks`` blocks."""
+    if p.structure is not None:
+        return find_run(p, rows, min_blocks)
+    n = p.L // rows if rows >= 1 else 0
+    if n < max(min_blocks, 2) or p.S < 1:
+        return None
+    return Run(0, n * rows, 0, rows, p.S, step=0)

@@ -15,14 +15,16 @@ peak resident memory is its own; a step's gradients are checked before any time 
 The targets, at the full sizes (``--quick`` shrinks every length 16 times and judges
 nothing)::
 
-    1  dense L=4096 torch       auto step / torch SDPA step <= 1.0
+    1  dense L=4096 torch       auto step / torch SDPA step <= 1.0; generic / SDPA <= 1.5
     2  window 256 L=8192 torch  auto step / torch SDPA band-mask step <= 0.05;
                                 auto backward / auto forward <= 3 (backward = step - forward)
     3  window 256               step(L=16384) / step(L=8192) <= 2.2 on numpy, torch, jax
-    4  dense L=32768            one eager step's peak resident memory < 2 GiB, torch and jax
+    4  dense L=32768            one step's peak resident memory < 2 GiB, torch (eager) and
+                                jax (jit: the blocks are one loop, jax.lax.scan)
     5  window 256, jax          jax.jit compile of the step at L=16384 <= 3 s, and
-                                <= 1.2 x the compile at L=4096
+                                <= 1.2 x the compile at L=4096; the forward's likewise
     6  dense L=4096             numpy attention_vjp step / jax.grad of jax.nn (jit) <= 1.0
+    7  dense L=32768, one call  peak memory < 2 GiB, torch and jax (jit); jax / torch <= 2
 """
 
 from __future__ import annotations
@@ -66,8 +68,10 @@ _RESULT_MARK = "attnkit-bench-backward "
 @dataclass(frozen=True)
 class GradJob:
     """One measurement: ``what`` is "step" (forward+backward, timed), "forward" (the
-    forward of a training step, timed), "memory" (one eager step, peak memory) or
-    "compile" (jax.jit's compile of the step)."""
+    forward of a training step, timed), "memory" (one step, peak memory; under jax.jit
+    on JAX), "call" (one forward after a warm-up call, timed once, peak memory: a long
+    dense call), "compile" (jax.jit's compile of the step) or "compile forward" (of the
+    forward)."""
 
     backend: str
     impl: str
@@ -132,12 +136,10 @@ def _step(job: GradJob, arrays: list[Any]) -> Callable[[], Any]:
         fn = _attnkit(job)
     else:
         fn = peers.baseline(job.impl, L=job.L, S=job.L, window=job.window, scale=HEAD_DIM**-0.5)
-    if job.what == "forward":
+    if job.what in ("forward", "call"):
         return peers.forward(fn, q, k, v)
-    if job.what == "compile":
-        return lambda: peers.compile_seconds(fn, q, k, v, d_out)
-    if job.backend == "jax":
-        return peers.gradient(fn, q, k, v, d_out, jit=job.what != "memory")
+    if job.what in ("compile", "compile forward"):
+        return lambda: peers.compile_seconds(fn, q, k, v, d_out if job.what == "compile" else None)
     return peers.gradient(fn, q, k, v, d_out)
 
 
@@ -197,7 +199,7 @@ def _measure(job: GradJob) -> GradResult:
     adapter = backends.load(job.backend)
     call = _step(job, arrays)
     base = peak_rss_bytes()
-    if job.what == "compile":
+    if job.what.startswith("compile"):
         seconds = call()
         return GradResult(job, seconds=seconds, samples=[seconds])
     start = time.perf_counter()
@@ -206,9 +208,10 @@ def _measure(job: GradJob) -> GradResult:
     if job.what == "memory":
         samples = [first]
     else:
-        result, samples, _ = timed(call, adapter, job.repeats)
+        result, samples, _ = timed(call, adapter, 1 if job.what == "call" else job.repeats)
     peak = peak_rss_bytes()
-    error = None if job.what == "forward" else check_gradients(job, arrays, result)
+    forward = job.what in ("forward", "call")
+    error = None if forward else check_gradients(job, arrays, result)
     return GradResult(
         job,
         seconds=statistics.median(samples),
@@ -260,13 +263,15 @@ def jobs(
                 if (name, L) != ("torch", w1)
             ]
     if "jax" in installed:
-        out += [GradJob("jax", AUTO, "window", L, "compile", W=W) for L in sizes.compile]
+        for what in ("compile", "compile forward"):
+            out += [GradJob("jax", AUTO, "window", L, what, W=W) for L in sizes.compile]
         out.append(GradJob("jax", JAX_NN, "dense", d))
     if "numpy" in installed:
         out.append(GradJob("numpy", AUTO, "dense", d))
     for name in ("torch", "jax"):
         if name in installed:
             out.append(GradJob(name, AUTO, "dense", sizes.memory, "memory"))
+            out.append(GradJob(name, AUTO, "dense", sizes.memory, "call"))
     return out
 
 
@@ -329,6 +334,8 @@ def verdicts(
     checks: list[tuple[int, str, float, Key, Key | None, Figure]] = [
         (1, f"dense L={d} torch: auto step / torch SDPA step", 1.0,
          ("torch", AUTO, "dense", d, "step"), ("torch", SDPA, "dense", d, "step"), _ratio),
+        (1, f"dense L={d} torch: generic step / torch SDPA step", 1.5,
+         ("torch", GENERIC, "dense", d, "step"), ("torch", SDPA, "dense", d, "step"), _ratio),
         (2, f"window {W} L={w1} torch: auto step / SDPA band-mask step", 0.05,
          ("torch", AUTO, "window", w1, "step"), ("torch", SDPA_BAND, "window", w1, "step"),
          _ratio),
@@ -350,6 +357,18 @@ def verdicts(
         (5, f"window {W} jax: compile L={c2} / compile L={c1}", 1.2,
          ("jax", AUTO, "window", c2, "compile"), ("jax", AUTO, "window", c1, "compile"),
          _compile_ratio),
+        (5, f"window {W} jax: jit compile of the forward at L={c2}, s", 3.0,
+         ("jax", AUTO, "window", c2, "compile forward"), None, _seconds),
+        (5, f"window {W} jax: forward compile L={c2} / L={c1}", 1.2,
+         ("jax", AUTO, "window", c2, "compile forward"),
+         ("jax", AUTO, "window", c1, "compile forward"), _compile_ratio),
+        *[
+            (7, f"dense L={big} {name}: one call's peak memory, GiB", MEMORY_BOUND_BYTES / 2**30,
+             (name, AUTO, "dense", big, "call"), None, _peak_gib)
+            for name in ("torch", "jax")
+        ],
+        (7, f"dense L={big}: one jax call (jit) / one torch call", 2.0,
+         ("jax", AUTO, "dense", big, "call"), ("torch", AUTO, "dense", big, "call"), _ratio),
         (6, f"dense L={d}: numpy attention_vjp step / jax.nn step (jit)", 1.0,
          ("numpy", AUTO, "dense", d, "step"), ("jax", JAX_NN, "dense", d, "step"), _ratio),
     ]  # fmt: skip
@@ -411,7 +430,11 @@ def format_results(results: list[GradResult]) -> str:
             r.job.what,
             "-"
             if r.seconds is None
-            else (f"{r.seconds:.3f} s" if r.job.what in ("compile", "memory") else _ms(r.seconds)),
+            else (
+                f"{r.seconds:.3f} s"
+                if r.job.what in ("compile", "compile forward", "memory", "call")
+                else _ms(r.seconds)
+            ),
             "-" if r.peak_rss_bytes is None else f"{r.peak_rss_bytes / 2**30:.2f}",
             "-" if r.dq_error is None else f"{r.dq_error:.1e}",
             r.error or "",
