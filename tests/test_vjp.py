@@ -80,13 +80,16 @@ def test_numpy_vjp_equals_autograd_of_the_formula(name: str) -> None:
         _assert_close(g, w, F64, f"{name}: {label}")
 
 
-@pytest.mark.parametrize("mask_shape", [(2, 4, 40, 56), (1, 1, 40, 56), (56,), (40, 1)])
+@pytest.mark.parametrize(
+    "mask_shape", [(2, 4, 40, 56), (1, 1, 40, 56), (1, 56), (56,), (40, 1), ()]
+)
 def test_additive_mask_gets_its_gradient_summed_over_broadcast_axes(mask_shape: tuple) -> None:
+    """d_mask comes back in the mask's own shape, 0-D and 1-D masks included."""
     rng = np.random.default_rng()
     arrays = _arrays(rng, 4, 4, 40, 56)
-    shape = mask_shape if len(mask_shape) >= 2 else (1, *mask_shape)
-    mask = rng.standard_normal(shape)
-    mask[..., 0] = -np.inf  # a forbidden pair inside an additive mask
+    mask = np.asarray(rng.standard_normal(mask_shape))
+    if mask.ndim:
+        mask[..., 0] = -np.inf  # a forbidden pair inside an additive mask
     out, vjp = ak.attention_vjp(*arrays, attn_mask=mask, block_size=16)
     d_out = rng.standard_normal(out.shape)
     _, want = _torch_oracle([*arrays], d_out, attn_mask=mask)

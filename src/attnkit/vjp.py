@@ -78,10 +78,17 @@ def attention_vjp(
     replay = p.backend.replay_rng(p.rng) if p.dropout_p > 0 else None
     result, saved = forward_saving(p)
 
+    mask_shape = getattr(attn_mask, "shape", None)  # an array's (not a structured mask's)
+    mask_shape = None if p.mask is None or p.mask_is_bool or mask_shape is None else mask_shape
+
     def vjp(d_out: Any) -> tuple[Any, ...]:
         """(dq, dk, dv[, d_mask]) for the output's cotangent ``d_out``."""
         back = p if replay is None else replace(p, rng=p.backend.replay_rng(replay))
-        return backward_from(back, saved, d_out)
+        grads = backward_from(back, saved, d_out)
+        if mask_shape is None or tuple(grads[3].shape) == tuple(mask_shape):
+            return grads
+        # a 0-D or 1-D mask was validated as (1, 1) or (1, S): its gradient in its own shape
+        return (*grads[:3], p.xp.reshape(grads[3], tuple(mask_shape)))
 
     return result, vjp
 
