@@ -80,13 +80,16 @@ def test_numpy_vjp_equals_autograd_of_the_formula(name: str) -> None:
         _assert_close(g, w, F64, f"{name}: {label}")
 
 
-@pytest.mark.parametrize("mask_shape", [(2, 4, 40, 56), (1, 1, 40, 56), (56,), (40, 1)])
+@pytest.mark.parametrize(
+    "mask_shape", [(2, 4, 40, 56), (1, 1, 40, 56), (1, 56), (56,), (40, 1), ()]
+)
 def test_additive_mask_gets_its_gradient_summed_over_broadcast_axes(mask_shape: tuple) -> None:
+    """d_mask comes back in the mask's own shape, 0-D and 1-D masks included."""
     rng = np.random.default_rng()
     arrays = _arrays(rng, 4, 4, 40, 56)
-    shape = mask_shape if len(mask_shape) >= 2 else (1, *mask_shape)
-    mask = rng.standard_normal(shape)
-    mask[..., 0] = -np.inf  # a forbidden pair inside an additive mask
+    mask = np.asarray(rng.standard_normal(mask_shape))
+    if mask.ndim:
+        mask[..., 0] = -np.inf  # a forbidden pair inside an additive mask
     out, vjp = ak.attention_vjp(*arrays, attn_mask=mask, block_size=16)
     d_out = rng.standard_normal(out.shape)
     _, want = _torch_oracle([*arrays], d_out, attn_mask=mask)
@@ -306,3 +309,38 @@ def test_explain_says_which_backward_runs() -> None:
     assert "attnkit's backward pass" in ak.explain(t, t, t, impl="generic").backward
     assert "fused kernel" in ak.explain(t, t, t, is_causal=True).backward
     assert "backward  " in str(ak.explain(t, t, t, impl="generic"))
+
+
+@pytest.mark.parametrize("heads", [(2, 1), (1, 4)], ids=["value of one head", "key of one head"])
+def test_gqa_with_one_head_broadcast_equals_torch_sdpa(heads: tuple[int, int]) -> None:
+    """``enable_gqa=True`` with a key or value of one head: PyTorch repeats key and value
+    heads separately, so the one head serves every query head. Forward on every path and
+    gradients (attention_vjp on NumPy, torch autograd on every path) against torch
+    SDPA's own enable_gqa in float64, within F64; the one head's gradient in its shape."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng()
+    k_heads, v_heads = heads
+    q, k, v = (
+        rng.standard_normal(s) for s in ((2, 8, 12, 16), (2, k_heads, 10, 16), (2, v_heads, 10, 8))
+    )
+    d_out = rng.standard_normal((2, 8, 12, 8))
+    leaves = [torch.tensor(x, requires_grad=True) for x in (q, k, v)]
+    want = torch.nn.functional.scaled_dot_product_attention(*leaves, enable_gqa=True)
+    want_grads = [g.numpy() for g in torch.autograd.grad(want, leaves, torch.tensor(d_out))]
+    want = want.detach().numpy()
+    for impl in ("auto", "generic", "reference"):
+        out = ak.scaled_dot_product_attention(q, k, v, enable_gqa=True, impl=impl)
+        _assert_close(out, want, F64, f"numpy {impl}: out")
+        t = [torch.tensor(x, requires_grad=True) for x in (q, k, v)]
+        out = ak.scaled_dot_product_attention(*t, enable_gqa=True, impl=impl)
+        grads = torch.autograd.grad(out, t, torch.tensor(d_out))
+        for g, w, label in zip(
+            (out.detach(), *grads), (want, *want_grads), ("out", "dq", "dk", "dv"), strict=True
+        ):
+            _assert_close(g.numpy(), w, F64, f"torch {impl}: {label}")
+    out, vjp = ak.attention_vjp(q, k, v, enable_gqa=True, block_size=4)
+    got = vjp(d_out)
+    _assert_close(out, want, F64, "attention_vjp: out")
+    for g, w, x, label in zip(got, want_grads, (q, k, v), ("dq", "dk", "dv"), strict=True):
+        assert g.shape == x.shape, f"attention_vjp {label}: shape {g.shape}, operand {x.shape}"
+        _assert_close(g, w, F64, f"attention_vjp: {label}")

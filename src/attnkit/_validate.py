@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._validate_arrays import check_arrays, check_mask_shape, check_shapes
+from ._validate_arrays import check_arrays, check_mask_shape, check_shapes, one_head_broadcast
 from ._validate_structure import check_structure, check_window, foreign_mask, structure_of
 from .checks import (
     check_alignment,
@@ -73,6 +73,8 @@ def validate(
     if not (attn_mask is None or isinstance(attn_mask, Mask) or type(attn_mask) is type(query)):
         attn_mask, sizes = foreign_mask(query, attn_mask)
     xp, device = check_arrays(query, key, value, attn_mask)
+    if enable_gqa:  # a key or value of one head meets the other's heads (as PyTorch's)
+        key, value = one_head_broadcast(xp, key, value)
     groups, out_lead = check_shapes(query, key, value, enable_gqa)
     out_lead = tuple(int(n) for n in out_lead)
     # Python ints: under torch.compile with dynamic shapes, int() specializes these sizes

@@ -21,7 +21,7 @@ from .errors import (
 from .masks import Mask
 from .shapes import broadcast_shapes, describe
 
-__all__ = ["check_arrays", "check_mask_shape", "check_shapes"]
+__all__ = ["check_arrays", "check_mask_shape", "check_shapes", "one_head_broadcast"]
 
 
 def _namespace(name: str, x: Any) -> Any:
@@ -133,6 +133,20 @@ def _supported_dtypes(xp: Any) -> tuple[Any, ...]:
     return (xp.float32, xp.float64, *extra)
 
 
+def one_head_broadcast(xp: Any, key: Any, value: Any) -> tuple[Any, Any]:
+    """``(key, value)`` with a key or value of one head (axis -3) broadcast to the other's
+    heads, under ``enable_gqa``: PyTorch repeats key and value heads separately, so a
+    (..., 1, S, Ev) value serves (..., Hkv, S, E) keys. A broadcast is a view, and the
+    frameworks' autodiff sums its gradient back to the one head."""
+    if key.ndim < 3 or value.ndim < 3 or key.shape[-3] == value.shape[-3]:
+        return key, value
+    if value.shape[-3] == 1:
+        return key, xp.broadcast_to(value, (*value.shape[:-3], key.shape[-3], *value.shape[-2:]))
+    if key.shape[-3] == 1:
+        return xp.broadcast_to(key, (*key.shape[:-3], value.shape[-3], *key.shape[-2:])), value
+    return key, value
+
+
 def check_shapes(query: Any, key: Any, value: Any, enable_gqa: bool) -> tuple[int, tuple[int, ...]]:
     """Feature, length and head checks; returns (G, out_lead)."""
     shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
@@ -155,7 +169,8 @@ def check_shapes(query: Any, key: Any, value: Any, enable_gqa: bool) -> tuple[in
             f"enable_gqa needs key and value to have the same heads on axis -3, got key "
             f"Hkv={kv_heads} and value {v_heads} heads: {shapes}. attnkit groups query "
             "heads over one key/value head count (PyTorch's math backend repeats key and "
-            "value heads separately, a documented difference); give value the key's heads."
+            "value heads separately, a documented difference); give value the key's heads "
+            "(or one head, which broadcasts)."
         )
     if enable_gqa and query.ndim >= 3 and key.ndim >= 3 and q_heads != kv_heads:
         if kv_heads == 0 or q_heads % kv_heads != 0:

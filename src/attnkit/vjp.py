@@ -56,7 +56,9 @@ def attention_vjp(
 
     Shapes: query (..., Hq, L, E), key (..., Hkv, S, E), value (..., Hkv, S, Ev);
     d_out (..., Hq, L, Ev), the output's shape. The gradient of a broadcast operand is
-    summed over its broadcast axes; with GQA, dk and dv sum over each group's query heads.
+    summed over its broadcast axes; with GQA, dk and dv sum over each group's query heads
+    (and over the key's heads for a value of one head, or the reverse: ``enable_gqa``
+    broadcasts one head, as PyTorch repeats key and value heads separately).
 
     Formula (per block of query rows, the forward's blocks; see
     :mod:`attnkit.blocked.backward`): ``P = exp(scores - lse)``, ``dV = P^T dO``,
@@ -78,10 +80,23 @@ def attention_vjp(
     replay = p.backend.replay_rng(p.rng) if p.dropout_p > 0 else None
     result, saved = forward_saving(p)
 
+    mask_shape = getattr(attn_mask, "shape", None)  # an array's (not a structured mask's)
+    mask_shape = None if p.mask is None or p.mask_is_bool or mask_shape is None else mask_shape
+
     def vjp(d_out: Any) -> tuple[Any, ...]:
         """(dq, dk, dv[, d_mask]) for the output's cotangent ``d_out``."""
         back = p if replay is None else replace(p, rng=p.backend.replay_rng(replay))
-        return backward_from(back, saved, d_out)
+        grads = backward_from(back, saved, d_out)
+        if p.key is not key or p.value is not value:  # one head broadcast (enable_gqa)
+            dk, dv = (
+                sum_to_shape(p.xp, g, tuple(x.shape))
+                for g, x in zip(grads[1:3], (key, value), strict=True)
+            )
+            grads = (grads[0], dk, dv, *grads[3:])
+        if mask_shape is None or tuple(grads[3].shape) == tuple(mask_shape):
+            return grads
+        # a 0-D or 1-D mask was validated as (1, 1) or (1, S): its gradient in its own shape
+        return (*grads[:3], p.xp.reshape(grads[3], tuple(mask_shape)))
 
     return result, vjp
 
