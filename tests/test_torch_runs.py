@@ -10,6 +10,7 @@ import os
 
 import pytest
 from _helpers import PROC_STATUS, printed_int
+from attnkit.backends import load
 
 import attnkit as ak
 from attnkit import masks
@@ -151,10 +152,13 @@ def test_torch_run_fallbacks(monkeypatch: pytest.MonkeyPatch, kwargs: dict) -> N
 
 @pytest.mark.parametrize("needs", ["qkv", "q", "kv"])
 def test_torch_run_gradients_in_pieces(monkeypatch: pytest.MonkeyPatch, runs: list, needs: str):
-    """The backward pass in pieces of a few blocks each (not one) equals the float64
-    reference for every operand that asks for a gradient."""
+    """The run kernel's backward pass in pieces of a few blocks each (not one) equals the
+    float64 reference for every operand that asks for a gradient. Under autograd ``auto``
+    takes attnkit's own backward; the run kernel's is what torch.func's transforms and
+    torch.compile differentiate, reached here by withholding the former."""
     from attnkit.backends.torch import kernels
 
+    monkeypatch.setattr(load("torch"), "custom_vjp", None)
     monkeypatch.setattr(kernels, "GRAD_PIECE_ELEMENTS", 3 * 2 * 2 * 100 * 16)  # 3 blocks a piece
     base = _qkv((2, 2, 357, 16), (2, 2, 357, 16), seed=4)
     weight = torch.randn(357, 16, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
@@ -195,9 +199,11 @@ _PEAK = (
     PROC_STATUS
     + """
 import sys, torch, attnkit as ak
+from attnkit.backends import load
 from attnkit.backends.torch import kernels
 
 kernels.GRAD_PIECE_ELEMENTS = 2**40 if sys.argv[1] == "one-piece" else 2**21  # 8 MiB pieces
+load("torch").custom_vjp = None  # the run kernel's own backward (torch.func, torch.compile)
 w = [torch.randn(1, 2, 512, 16, requires_grad=True) for _ in range(3)]  # warm-up
 ak.scaled_dot_product_attention(*w, window=(128, 128)).sum().backward()
 q, k, v = (torch.randn(1, 4, 16384, 64, requires_grad=True) for _ in range(3))
@@ -227,3 +233,26 @@ def test_torch_run_backward_memory_in_pieces() -> None:
         f"in one piece; the unfolded gradients are {unfolded} MiB"
     )
     assert pieces <= 200, f"peak growth {pieces:.0f} MiB > 200 MiB"
+
+
+def test_auto_under_autograd_takes_attnkits_backward(runs: list) -> None:
+    """A window under autograd: ``auto`` runs attnkit's forward saving lse and its own
+    backward (no run kernel recorded by autograd), equal to the float64 reference; without
+    gradients the run kernel still takes the forward. explain says which backward runs."""
+    q, k, v = _qkv((1, 2, 300, 16), (1, 2, 300, 16), seed=8)
+    leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    out = ak.scaled_dot_product_attention(*leaves, window=(40, 40))
+    assert not runs, "the run kernel was recorded by autograd"
+    got = torch.autograd.grad(out.square().sum(), leaves)
+    ref = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    want_out = ak.scaled_dot_product_attention(*ref, window=(40, 40), impl="reference")
+    want = torch.autograd.grad(want_out.square().sum(), ref)
+    assert float((out - want_out).abs().max()) <= 1e-12
+    for name, a, b in zip("qkv", got, want, strict=True):
+        err = float((a - b).abs().max())
+        assert err <= 1e-12, f"grad {name}: {err:.2e} > 1e-12"
+    with torch.no_grad():
+        ak.scaled_dot_product_attention(q, k, v, window=(40, 40))
+    assert runs, "the run kernel no longer takes the forward without gradients"
+    plan = ak.explain(*leaves, window=(40, 40))
+    assert plan.path == "blocked kernels" and plan.backward.startswith("attnkit's backward")

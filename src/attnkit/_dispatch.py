@@ -169,7 +169,11 @@ def attend(p: Problem, sig: tuple[Any, ...] | None = None) -> tuple[Any, Any, An
                 _remember_plan(sig, p, choice, kernel_args)
             return out, None, None
         # declined on the values (a NaN at a masked position): the executor, guarded
-    if choice.path == "generic":  # differentiated by attnkit's own backward pass
+    if choice.path in ("generic", "blocked kernels"):
+        # differentiated by attnkit's own backward pass (None where nothing records
+        # gradients): under autograd the blocked kernels' forward would leave autodiff
+        # to differentiate the kernels block by block, no faster than attnkit's backward
+        # from the saved output and lse (bench --backward, target 2), and without lse
         out = differentiable_attention(p)
         if out is not None:
             return out, None, None

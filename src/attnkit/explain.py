@@ -197,11 +197,16 @@ def _backward(p: Problem, path: str) -> str:
         return "the framework's autodiff of its fused kernel (its own backward)"
     if path == "reference":
         return "the framework's autodiff through the plain formula (stores L x S)"
-    if path == "blocked kernels":
+    if path == "blocked kernels" and not own:
         return "the framework's autodiff through the block kernels (large blocks recomputed)"
     if own and not (p.need_weights or p.need_lse):
         if p.dropout_p > 0 and not b.custom_vjp_replays_dropout:
             return "the framework's autodiff through the executor (dropout: no replayed key)"
+        if path == "blocked kernels":
+            return (
+                "attnkit's backward pass (attnkit.blocked.backward; saves q, k, v, out, lse): "
+                "under autograd the forward runs the array-API executor, which gives lse"
+            )
         return "attnkit's backward pass (attnkit.blocked.backward; saves q, k, v, out, lse)"
     return "the framework's autodiff through the executor (weights or lse asked for)"
 
