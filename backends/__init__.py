@@ -166,8 +166,9 @@ class Backend:
             come back stacked: every block's concatenated on axis -2, in order. The last
             ``len(sums)`` are added up: with ``sums[j] = (i, n)``, block b's output adds
             into rows [starts[b][i], starts[b][i] + sizes[i]) of a zero (..., n, X) array
-            (the rows it read of operand i: key gradients). The default is a Python loop
-            (NumPy, array-api-strict, eager PyTorch); JAX declares ``jax.lax.scan`` with
+            (the rows it read of operand i: key gradients). None (the default): the
+            math's own Python loop (NumPy, array-api-strict, eager PyTorch:
+            :func:`attnkit.blocked.loop.python_loop`); JAX declares ``jax.lax.scan`` with
             ``lax.dynamic_slice`` and ``jax.checkpoint`` on the body, so that a jitted
             program holds the body once, whatever the number of blocks.
             ``map_blocks_loop`` names the loop (:func:`attnkit.explain`) and
@@ -190,6 +191,9 @@ class Backend:
     select: Callable[..., Any] | None = None
     #: ``custom_vjp(forward, backward, *arrays, random)`` where the framework has autodiff.
     custom_vjp: Callable[..., Any] | None = None
+    #: the loop over blocks of one shape (see the class docstring), or None: the math's
+    #: own Python loop (:func:`attnkit.blocked.loop.python_loop`).
+    map_blocks: Callable[..., tuple[Any, ...]] | None = None
     #: whether ``custom_vjp`` takes calls that draw dropout (it redraws their pattern).
     custom_vjp_replays_dropout: bool = True
     #: the loop ``map_blocks`` runs, in words (``attnkit.explain`` prints it).
@@ -267,41 +271,6 @@ class Backend:
 
     def elementwise_grad(self, fn: Callable[[Any], Any], x: Any) -> Any:
         return None
-
-    def map_blocks(
-        self,
-        body: Callable[..., tuple[Any, ...]],
-        starts: list[tuple[int, ...]],
-        operands: tuple[Any, ...],
-        sizes: tuple[int, ...],
-        sums: tuple[tuple[int, int], ...] = (),
-    ) -> tuple[Any, ...]:
-        """A Python loop: ``body`` block by block; stacked outputs concatenated on axis
-        -2, summed ones added by key segments (:class:`attnkit.blocked.accumulate.SegmentSums`:
-        no full-length addition per block)."""
-        from attnkit.blocked.accumulate import SegmentSums
-
-        xp = _aac.array_namespace(*operands)
-        stacked: list[tuple[Any, ...]] = []
-        added = [
-            SegmentSums(xp, n, {a for at in starts for a in (at[i], at[i] + sizes[i])})
-            for i, n in sums
-        ]
-        for at in starts:
-            cut = (x[..., a : a + n, :] for x, a, n in zip(operands, at, sizes, strict=True))
-            outs = body(*cut)
-            split = len(outs) - len(sums)
-            stacked.append(outs[:split])
-            for acc, (i, _), y in zip(added, sums, outs[split:], strict=True):
-                acc.add(at[i], at[i] + sizes[i], y)
-        result = [
-            xp.concat([o[j] for o in stacked], axis=-2) if len(stacked) > 1 else stacked[0][j]
-            for j in range(split)
-        ]
-        for acc, (_, n), y in zip(added, sums, outs[split:], strict=True):  # y: the last block's
-            shape = (*y.shape[:-2], n, y.shape[-1])  # (..., n, X)
-            result.append(acc.result(shape, y.dtype, _aac.device(y)))
-        return tuple(result)
 
     def __repr__(self) -> str:
         return f"<attnkit backend {self.NAME}>"

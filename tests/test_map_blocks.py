@@ -19,6 +19,7 @@ from _helpers import x64
 from attnkit.backends import load
 
 import attnkit as ak
+from attnkit.blocked.loop import map_blocks
 
 torch = pytest.importorskip("torch")
 
@@ -128,7 +129,7 @@ def test_map_blocks_matches_slicing_by_hand(name: str) -> None:
     def body(x: Any, y: Any) -> tuple[Any, Any]:
         return x @ xp.matrix_transpose(y), xp.sum(x, axis=-1, keepdims=True)
 
-    got = backend.map_blocks(body, starts, (a, b), (5, 7))
+    got = map_blocks(backend, body, starts, (a, b), (5, 7))
     want = [body(a[..., i : i + 5, :], b[..., j : j + 7, :]) for i, j in starts]
     for n, g in enumerate(got):
         w = np.concatenate([np.asarray(x[n]) for x in want], axis=-2)

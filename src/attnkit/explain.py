@@ -141,7 +141,7 @@ def explain(
         how = "in one call of the kernel's run"
         if looped:
             how = (
-                f"one body looped by Backend.map_blocks: {p.backend.map_blocks_loop} "
+                f"one body in one loop, {p.backend.map_blocks_loop} "
                 "(the backward pass loops the same way)"
             )
         what = "the window's interior" if run.stride else "every whole block, all keys"

@@ -41,6 +41,7 @@ from ..problem import Problem
 from ..score_mods import apply_score_mod, score_mod_derivative
 from .accumulate import SegmentSums, sum_to_shape
 from .executor import mapped_run
+from .loop import map_blocks
 from .operands import Prepared
 from .tiles import block_plan, block_tile, scatter_columns, select_rows
 from .translated_runs import Run
@@ -159,7 +160,7 @@ def _run_backward(
         starts.append((a, b, b, a, a, a))
     operands = (ops.query, ops.key, ops.value, lse[..., None], d_out, D[..., None])
     sizes = (r, w, w, r, r, r)
-    return p.backend.map_blocks(body, starts, operands, sizes, sums=((1, p.S), (2, p.S)))
+    return map_blocks(p.backend, body, starts, operands, sizes, sums=((1, p.S), (2, p.S)))
 
 
 def _mask_rows(p: Problem, ds: Any, mask_shape: tuple[int, ...]) -> Any:

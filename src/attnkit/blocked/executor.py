@@ -18,6 +18,7 @@ from ..problem import Problem
 from ..shapes import broadcast_shapes
 from . import cost
 from .block import attend_block, attend_tile, block_values
+from .loop import map_blocks
 from .operands import Prepared, empty_result, prepare_operands
 from .tiles import block_plan, block_tile, kernel_mask
 from .translated_runs import Run, find_run, uniform_run
@@ -146,9 +147,8 @@ def _map_run(p: Problem, ops: Prepared, run: Run) -> tuple[Any, Any]:
 
     starts = [(run.q_lo + i * run.rows, run.k_lo + i * run.stride) for i in range(run.blocks)]
     starts = [(q, k, k) for q, k in starts]  # query, key and value rows of each block
-    out, lse = p.backend.map_blocks(
-        body, starts, (ops.query, ops.key, values), (run.rows, run.width, run.width)
-    )
+    operands, sizes = (ops.query, ops.key, values), (run.rows, run.width, run.width)
+    out, lse = map_blocks(p.backend, body, starts, operands, sizes)
     return out, lse[..., 0]
 
 
