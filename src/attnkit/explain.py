@@ -14,8 +14,9 @@ from typing import Any
 
 from . import _dispatch
 from ._validate import validate
-from .blocked.cost import RECOMPUTE_ABOVE_ELEMENTS, choose_block_size, stored_elements
-from .blocked.translated_runs import find_run, uniform_run
+from .blocked.cost import choose_block_size
+from .blocked.executor import mapped_run
+from .blocked.translated_runs import find_run
 from .masks import Tile, clip_ranges
 from .problem import Problem
 from .shapes import broadcast_shapes, prod
@@ -131,9 +132,10 @@ def explain(
     run = None
     if kernels is not None and kernels.run is not None and p.mask is None and not p.need_weights:
         run = find_run(p, kernels.run_rows)
-    looped = run is None and _mapped(p, kernels, rows)
-    if looped:
-        run = uniform_run(p, rows)
+    looped = False
+    if run is None:  # the executor's own loop over uniform blocks, where it takes one
+        run = mapped_run(p, kernels, rows, p.out_lead)
+        looped = run is not None
     spans = _spans(p, rows, run)
     plan.block_size, plan.blocks = rows, len(spans)
     if run is not None:
@@ -166,25 +168,6 @@ def explain(
         plan.peak_bytes += plan.full_pairs * itemsize
         plan.notes.append("weights are asked for: the (..., L, S) matrix is materialized")
     return plan
-
-
-def _mapped(p: Problem, kernels: Any, rows: int) -> bool:
-    """Whether the executor sends a run of uniform blocks through ``Backend.map_blocks``
-    (:func:`attnkit.blocked.executor.mapped_run`'s conditions, read from the call)."""
-    if kernels is not None and (kernels.block is not None or kernels.run is not None):
-        return False
-    if p.need_weights or p.dropout_p > 0 or p.score_mod is not None:
-        return False
-    if p.mask is not None and (p.mask.ndim < 2 or p.mask.shape[-2] != 1):
-        return False
-    if p.mask is not None and p.structure is not None and p.mask.shape[-1] != 1:
-        return False
-    if p.backend.recompute_block is not None and not p.backend.map_blocks_recomputes:
-        lead = p.out_lead
-        blocks = [(a, min(a + rows, p.L), False) for a in range(0, p.L, rows)]
-        if stored_elements(p, lead, blocks) >= RECOMPUTE_ABOVE_ELEMENTS:
-            return False
-    return True
 
 
 def _backward(p: Problem, path: str) -> str:

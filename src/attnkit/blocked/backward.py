@@ -80,7 +80,7 @@ def blocked_backward(
     blocks = block_ranges(p, rows)
     mask_shape = None if ops.additive is None or not mask_grad else tuple(ops.additive.shape)
     # the forward's loop of uniform blocks (not where the mask's gradient is asked for)
-    run = mapped_run(p, ops, None, rows, False) if mask_shape is None else None
+    run = mapped_run(p, None, rows, None) if mask_shape is None else None
 
     def in_run(q_lo: int) -> bool:
         return run is not None and run.q_lo <= q_lo < run.q_hi

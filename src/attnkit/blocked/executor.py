@@ -46,11 +46,7 @@ def blocked_attention(p: Problem, kernels: Any = None) -> tuple[Any, Any, Any]:
     run_out = None if run is None else _attend_run(p, ops, kernels, run)  # (..., rows, Ev)
     run_lse = None
     if run_out is None:
-        whole = cost.stored_elements(p, ops.lead, _segment_blocks(p, rows, None))
-        recomputes = plain and p.backend.recompute_block is not None
-        run = mapped_run(
-            p, ops, kernels, rows, recomputes and whole >= cost.RECOMPUTE_ABOVE_ELEMENTS
-        )
+        run = mapped_run(p, kernels, rows, ops.lead)
         if run is not None:  # the run's blocks through the backend's loop hook
             run_out, run_lse = _map_run(p, ops, run)  # (..., run rows, Ev), (..., run rows)
     blocks = _segment_blocks(p, rows, None if run_out is None else run)
@@ -110,27 +106,33 @@ def _run_of(p: Problem, ops: Prepared, kernels: Any, need_weights: bool) -> Run 
     return find_run(p, kernels.run_rows)
 
 
-def mapped_run(p: Problem, ops: Prepared, kernels: Any, rows: int, recompute: bool) -> Run | None:
+def mapped_run(p: Problem, kernels: Any, rows: int, lead: tuple[int, ...] | None) -> Run | None:
     """The run of uniform blocks of ``rows`` rows that goes through ``Backend.map_blocks``
     (:func:`.translated_runs.uniform_run`: a window's interior, or every whole block of
     unstructured attention), or None. Only where no block kernel takes the blocks (the
     array-API path); without weights, dropout, score mods or an ``attn_mask`` whose rows
     differ (tiles that differ from block to block; a key padding mask (..., 1, S) is the
-    same for every block of unstructured attention); and where autodiff would recompute
-    blocks, only if the backend's loop recomputes its body. Every block of the run has
-    the same (rows, width) tile, so one body serves all and a compiled program holds it
-    once (the blocks before and after the run, a constant number, stay unrolled)."""
+    same for every block of unstructured attention); and, in a forward pass (``lead``, the
+    operands' broadcast leading dims, given) where autodiff would recompute blocks
+    because what it would store is large, only if the backend's loop recomputes its body
+    too. Every block of the run has the same (rows, width) tile, so one body serves all
+    and a compiled program holds it once (the blocks before and after the run, a
+    constant number, stay unrolled). Reads the call only (:func:`attnkit.explain` asks
+    it too)."""
     if kernels is not None and (kernels.block is not None or kernels.run is not None):
         return None
     if p.need_weights or p.dropout_p > 0 or p.score_mod is not None:
         return None
-    masks = [m for m in (ops.allowed_mask, ops.additive) if m is not None]
-    if any(m.shape[-2] != 1 for m in masks):  # a mask whose rows differ: tiles differ
+    mask = p.mask  # (..., L|1, S|1), the allowed or additive mask's shape
+    if mask is not None and mask.shape[-2] != 1:  # a mask whose rows differ: tiles differ
         return None
-    if recompute and not p.backend.map_blocks_recomputes:
-        return None
+    b = p.backend
+    if lead is not None and b.recompute_block is not None and not b.map_blocks_recomputes:
+        stored = cost.stored_elements(p, lead, _segment_blocks(p, rows, None))
+        if stored >= cost.RECOMPUTE_ABOVE_ELEMENTS:
+            return None  # blocks recomputed one by one (torch.utils.checkpoint)
     run = uniform_run(p, rows)
-    if run is not None and run.stride and any(m.shape[-1] != 1 for m in masks):
+    if run is not None and run.stride and mask is not None and mask.shape[-1] != 1:
         return None  # a window's blocks read other key columns of the mask
     return run
 
