@@ -159,11 +159,16 @@ class Backend:
             ``needs`` says none is wanted). Returns the output, or None where the call is
             not being differentiated (or ``random``, a call drawing dropout, cannot be
             replayed); None (the default) for libraries without autodiff.
-        map_blocks(body, starts, operands, sizes, sums=()): the executor's loop over
-            blocks of one uniform shape: for each block b, ``body`` on the slices
-            ``x[..., starts[b][i] : starts[b][i] + sizes[i], :]`` of ``operands[i]``
-            (axis -2), returning a tuple of arrays (..., rows, X). The first outputs
-            come back stacked: every block's concatenated on axis -2, in order. The last
+        map_blocks(body, starts, operands, sizes, sums=(), merges=()): the executor's
+            loop over blocks of one uniform shape: for each block b, ``body`` on the
+            slices ``x[..., starts[b][i] : starts[b][i] + sizes[i], :]`` of
+            ``operands[i]`` (axis -2), returning a tuple of arrays (..., rows, X). The
+            first outputs come back stacked: every block's concatenated on axis -2, in
+            order. The next ``len(merges)`` are pieces of attention packed [out | lse]
+            (..., rows, Ev + 1): with ``merges[j] = (i, n)`` block b's merges into rows
+            [starts[b][i], starts[b][i] + sizes[i]) of an (..., n, Ev + 1) array that
+            starts as attention over no key, by :func:`attnkit.merge.merge_packed`
+            (causal attention's block pairs; passed only when not empty). The last
             ``len(sums)`` are added up: with ``sums[j] = (i, n)``, block b's output adds
             into rows [starts[b][i], starts[b][i] + sizes[i]) of a zero (..., n, X) array
             (the rows it read of operand i: key gradients). None (the default): the

@@ -26,13 +26,16 @@ def test_a_step_measures_checked_gradients(backend: str) -> None:
     assert r.dq_error is not None and r.dq_error <= backward.TOLERANCE, r.dq_error
 
 
-@pytest.mark.parametrize("what", ["call", "memory", "compile forward", "compile"])
+@pytest.mark.parametrize("what", ["call", "memory", "compile forward", "compile", "causal"])
 def test_the_long_call_and_compile_jobs_measure(what: str) -> None:
     """The jobs of targets 4, 5 and 7 at tiny sizes: a jitted call (timed after its
-    warm-up, with its peak memory), a step's memory, and jax.jit's compile seconds."""
+    warm-up, with its peak memory), a step's memory, and jax.jit's compile seconds (of a
+    window's step and forward, and of a causal step)."""
     if "jax" not in INSTALLED:
         pytest.skip("jax is not installed")
     kind, W = ("window", 16) if what.startswith("compile") else ("dense", None)
+    if what == "causal":
+        kind, what = "causal", "compile"
     r = backward.measure(GradJob("jax", AUTO, kind, 256, what, W=W, repeats=1))
     assert r.error is None, r.error
     assert r.seconds is not None and r.seconds > 0, r

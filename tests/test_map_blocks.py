@@ -138,13 +138,13 @@ def test_map_blocks_matches_slicing_by_hand(name: str) -> None:
         assert err <= 1e-6, f"{name}: output {n} max error {err:.3e} > 1e-6"
 
 
-def _hlo(jax: Any, L: int, grad: bool, window: int | None) -> tuple[int, int]:
+def _hlo(jax: Any, L: int, grad: bool, kw: dict[str, Any]) -> tuple[int, int]:
     """(lines, while ops) of the jitted call's (or its gradient's) StableHLO."""
     jnp = jax.numpy
     x = jax.ShapeDtypeStruct((1, 2, L, 64), jnp.float32)
 
     def call(a, b, c):
-        return ak.scaled_dot_product_attention(a, b, c, window=window)
+        return ak.scaled_dot_product_attention(a, b, c, **kw)
 
     fn = call
     if grad:
@@ -153,14 +153,18 @@ def _hlo(jax: Any, L: int, grad: bool, window: int | None) -> tuple[int, int]:
     return len(text.splitlines()), text.count("stablehlo.while")
 
 
-@pytest.mark.parametrize("window", [256, None], ids=["window 256", "dense"])
+HLO_CALLS = {"window 256": {"window": 256}, "dense": {}, "causal": {"is_causal": True}}
+
+
+@pytest.mark.parametrize("kw", list(HLO_CALLS.values()), ids=list(HLO_CALLS))
 @pytest.mark.parametrize("grad", [False, True], ids=["forward", "forward+backward"])
-def test_hlo_does_not_grow_with_length(grad: bool, window: int | None) -> None:
-    """The jitted program of a window-256 or an unstructured call at L = 2048 and L = 8192:
-    the same number of while loops (at least one: the run is a loop), and a program at
-    most 5% longer in lines (unrolled, it grew 4x)."""
+def test_hlo_does_not_grow_with_length(grad: bool, kw: dict[str, Any]) -> None:
+    """The jitted program of a window-256, an unstructured or a causal call at L = 2048
+    and L = 8192: the same number of while loops (at least one: the run, or the causal
+    pairs, is a loop), and a program at most 5% longer in lines (unrolled, it grew 4x;
+    causal, 22x)."""
     jax = pytest.importorskip("jax")
-    small, large = _hlo(jax, 2048, grad, window), _hlo(jax, 8192, grad, window)
+    small, large = _hlo(jax, 2048, grad, kw), _hlo(jax, 8192, grad, kw)
     print(f"HLO {'grad' if grad else 'forward'}: L=2048 {small}, L=8192 {large} (lines, whiles)")
     assert small[1] >= 1, f"no while loop in the program at L=2048: {small}"
     assert large[1] == small[1], f"while loops: L=2048 {small[1]}, L=8192 {large[1]}"
@@ -232,3 +236,137 @@ def test_dense_runs_under_a_mask_of_one_row(mask: np.ndarray) -> None:
         for what, g, w in zip(names, [out, *got_grads], [gold, *grads], strict=False):
             err = float(np.max(np.abs(np.asarray(g, dtype=np.float64) - w)))
             assert err <= F64, f"jax jit: {what} max error {err:.3e} > allowed {F64:.1e}"
+
+
+# --- causal attention as (query block, key block) pairs (attnkit.blocked.pairs) ---------
+
+#: (L, S, keyword arguments): calls whose query blocks all differ (no run), banded.
+PAIR_CALLS = {
+    "causal": (70, 70, {"is_causal": True}),
+    "causal bottom-right, S > L": (70, 90, {"is_causal": True, "causal_alignment": "bottom_right"}),
+    "causal bottom-right, L > S (empty rows)": (
+        90, 70, {"is_causal": True, "causal_alignment": "bottom_right"}),
+    "causal with offsets": (70, 70, {"is_causal": True, "q_offset": 3, "kv_offset": 5}),
+    "window wider than the sequence": (70, 70, {"window": (100, 3)}),
+}  # fmt: skip
+
+
+def _allowed(L: int, S: int, kw: dict[str, Any]) -> np.ndarray:
+    """Bool (L, S) of the call's allowed pairs, from positions (the oracle's own)."""
+    shift = S - L if kw.get("causal_alignment") == "bottom_right" else 0
+    qpos = np.arange(L)[:, None] + kw.get("q_offset", 0) + shift
+    kpos = np.arange(S)[None, :] + kw.get("kv_offset", 0)
+    ok = np.ones((L, S), bool)
+    if kw.get("is_causal"):
+        ok &= kpos <= qpos
+    if "window" in kw:
+        left, right = kw["window"]
+        ok &= (kpos >= qpos - left) & (kpos <= qpos + right)
+    return ok
+
+
+def _pair_inputs(L: int, S: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """q (2, 4, L, E), k (2, 2, S, E), v (2, 2, S, Ev), d_out (2, 4, L, Ev); NaN in the
+    queries of rows with no key (they must give 0 and gradient 0)."""
+    rng = np.random.default_rng(seed)
+    shapes = ((2, 4, L, E), (2, 2, S, E), (2, 2, S, Ev), (2, 4, L, Ev))
+    return tuple(rng.standard_normal(s) for s in shapes)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("call", list(PAIR_CALLS.values()), ids=list(PAIR_CALLS))
+def test_jax_causal_pairs(call: tuple[int, int, dict[str, Any]], jit: bool) -> None:
+    """Causal attention through the pair loop (explain says so) equals the plain formula,
+    output and gradients, float64; rows with no key give 0 and gradient 0 even with NaN
+    in their queries."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    L_, S_, kw = call
+    q, k, v, d_out = _pair_inputs(L_, S_)
+    allowed = _allowed(L_, S_, kw)
+    empty = ~allowed.any(-1)  # (L,)
+    gold, grads = _masked_gold(q, k, v, d_out, allowed)
+    q = q.copy()
+    q[..., empty, :] = math.nan  # never read: their rows attend nothing
+    kw = {**kw, **KW}
+    with x64(jax):
+        arrays = [jnp.asarray(x) for x in (q, k, v)]
+        plan = str(ak.explain(*arrays, **kw))
+        assert "pairs: " in plan and "jax.lax.scan" in plan, plan
+
+        def loss(a, b, c):
+            out = ak.scaled_dot_product_attention(a, b, c, **kw)
+            return jnp.sum(out * d_out), out
+
+        fn = jax.grad(loss, argnums=(0, 1, 2), has_aux=True)
+        (dq, dk, dv), out = (jax.jit(fn) if jit else fn)(*arrays)
+    _check(f"jax pairs {'jit' if jit else 'eager'}", [out, dq, dk, dv], [gold, *grads], F64)
+    if empty.any():
+        assert np.all(np.asarray(out)[..., empty, :] == 0), "rows with no key must be 0"
+        assert np.all(np.asarray(dq)[..., empty, :] == 0), "their dq must be 0"
+
+
+def test_jax_causal_pairs_float32_and_numpy_unchanged() -> None:
+    """Float32 pairs under jit within 2e-5 of the float64 formula; NumPy (a Python loop:
+    one block per query block, no pairs) says so in explain and agrees."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    q, k, v, d_out = _pair_inputs(L, L, seed=4)
+    gold, grads = _masked_gold(q, k, v, d_out, _allowed(L, L, {"is_causal": True}))
+
+    def loss(a, b, c):
+        out = ak.scaled_dot_product_attention(a, b, c, is_causal=True, **KW)
+        return jnp.sum(out * jnp.asarray(d_out, dtype=jnp.float32)), out
+
+    f32 = [jnp.asarray(x, dtype=jnp.float32) for x in (q, k, v)]
+    (dq, dk, dv), out = jax.jit(jax.grad(loss, argnums=(0, 1, 2), has_aux=True))(*f32)
+    _check("jax pairs float32", [out, dq, dk, dv], [gold, *grads], 2e-5)
+    assert "pairs: " not in str(ak.explain(q, k, v, is_causal=True, **KW))
+    out, vjp = ak.attention_vjp(q, k, v, is_causal=True, **KW)
+    _check("numpy causal", [out, *vjp(d_out)], [gold, *grads], F64)
+
+
+@pytest.mark.parametrize("name", ["numpy", "jax"])
+def test_map_blocks_merges_pieces_into_rows(name: str) -> None:
+    """Merged outputs: pieces of attention over disjoint keys (packed [out | lse]) merge
+    into their rows by log-sum-exp, equal to attention over the pieces' keys together;
+    rows no block reaches are attention over no key (0, -inf); a summed output beside."""
+    backend = load(name)
+    if not backend.available():
+        pytest.skip(f"{name} is not installed")
+    xp = backend.namespace()
+    rng = np.random.default_rng(2)
+    qn, kn, vn = (rng.standard_normal(s) for s in ((2, 12, 3), (2, 20, 3), (2, 20, 4)))
+    # (query start, key start, value start); 4 query rows, 5 keys each
+    starts = [(0, 0, 0), (0, 5, 5), (4, 10, 10), (8, 0, 0), (4, 15, 15)]
+
+    def body(q: Any, k: Any, v: Any) -> tuple[Any, Any]:
+        s = q @ xp.matrix_transpose(k)  # (2, 4, 5)
+        top = xp.max(s, axis=-1, keepdims=True)
+        e = xp.exp(s - top)
+        total = xp.sum(e, axis=-1, keepdims=True)
+        packed = xp.concat([(e / total) @ v, top + xp.log(total)], axis=-1)  # (2, 4, 5)
+        return packed, xp.ones_like(k)  # merged into query rows; summed into key rows
+
+    q, k, v = (xp.asarray(x) for x in (qn, kn, vn))
+    merged, counts = map_blocks(
+        backend, body, starts, (q, k, v), (4, 5, 5), sums=((1, 20),), merges=((0, 16),)
+    )
+    got = np.asarray(merged)
+    assert got.shape == (2, 16, 5), f"{name}: merged shape {got.shape}, expected (2, 16, 5)"
+    for rows, keys in (((0, 4), [0, 5]), ((4, 8), [10, 15]), ((8, 12), [0])):
+        cols = np.concatenate([np.arange(a, a + 5) for a in keys])
+        s = qn[:, rows[0] : rows[1]] @ kn[:, cols].swapaxes(-1, -2)
+        w = np.exp(s - s.max(-1, keepdims=True))
+        want_out = (w / w.sum(-1, keepdims=True)) @ vn[:, cols]
+        want_lse = s.max(-1) + np.log(w.sum(-1))
+        err = max(float(np.max(np.abs(got[:, rows[0] : rows[1], :4] - want_out))),
+                  float(np.max(np.abs(got[:, rows[0] : rows[1], 4] - want_lse))))  # fmt: skip
+        assert err <= 1e-6, f"{name}: rows {rows} max error {err:.3e} > 1e-6"
+    assert np.all(got[:, 12:, :4] == 0) and np.all(np.isneginf(got[:, 12:, 4])), (
+        f"{name}: rows no block reaches must be out 0, lse -inf: {got[:, 12:]}"
+    )
+    want_counts = np.zeros((2, 20, 3))
+    for _, a, _ in starts:
+        want_counts[:, a : a + 5] += 1
+    assert np.array_equal(np.asarray(counts), want_counts), f"{name}: summed output wrong"

@@ -171,16 +171,20 @@ class JaxBackend(Backend):
         operands: tuple[Any, ...],
         sizes: tuple[int, ...],
         sums: tuple[tuple[int, int], ...] = (),
+        merges: tuple[tuple[int, int], ...] = (),
     ) -> tuple[Any, ...]:
         """``jax.lax.scan`` over the blocks' start rows, each block's operands cut by
         ``lax.dynamic_slice_in_dim`` and ``body`` under ``jax.checkpoint`` (Rabe & Staats,
         "Self-attention Does Not Need O(n^2) Memory"): the program holds one body and one
         loop whatever the number of blocks, and reverse-mode autodiff recomputes each
         block's scores rather than storing them. Stacked outputs (blocks, ..., rows, X)
-        become (..., blocks * rows, X); summed outputs ride the scan's carry, each block's
-        added into its rows with ``lax.dynamic_update_slice`` (no per-block copies)."""
+        become (..., blocks * rows, X); merged and summed outputs ride the scan's carry,
+        each block's merged (:func:`attnkit.merge.merge_packed`) or added into its
+        rows with ``lax.dynamic_update_slice`` (no per-block copies)."""
         import jax
         import jax.numpy as jnp
+
+        from attnkit.merge import merge_packed, no_keys
 
         lax = jax.lax
         step = jax.checkpoint(body)
@@ -193,19 +197,22 @@ class JaxBackend(Backend):
 
         at0 = jnp.asarray(starts, dtype=jnp.int32)  # (blocks, operands)
         shapes = jax.eval_shape(step, *cut(at0[0]))
-        split = len(shapes) - len(sums)
+        folds = (*merges, *sums)  # the carried outputs, in the body's order
+        split = len(shapes) - len(folds)
         carry0 = tuple(
-            jnp.zeros((*y.shape[:-2], n, y.shape[-1]), dtype=y.dtype)
-            for y, (_, n) in zip(shapes[split:], sums, strict=True)
+            (no_keys(jnp, shape, y.dtype, None) if j < len(merges) else jnp.zeros(shape, y.dtype))
+            for j, (y, (_, n)) in enumerate(zip(shapes[split:], folds, strict=True))
+            for shape in [(*y.shape[:-2], n, y.shape[-1])]  # (..., n, X)
         )
 
         def one(carry: tuple[Any, ...], at: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
             outs = step(*cut(at))
             new = []
-            for total, (i, _), y in zip(carry, sums, outs[split:], strict=True):
+            for j, (total, (i, _), y) in enumerate(zip(carry, folds, outs[split:], strict=True)):
                 lo = at[i]
                 held = lax.dynamic_slice_in_dim(total, lo, y.shape[-2], axis=total.ndim - 2)
-                new.append(lax.dynamic_update_slice_in_dim(total, held + y, lo, total.ndim - 2))
+                both = merge_packed(held, y) if j < len(merges) else held + y
+                new.append(lax.dynamic_update_slice_in_dim(total, both, lo, total.ndim - 2))
             return tuple(new), tuple(outs[:split])
 
         carry, stacked = lax.scan(one, carry0, at0)

@@ -16,6 +16,7 @@ from . import _dispatch
 from ._validate import validate
 from .blocked.cost import choose_block_size
 from .blocked.executor import mapped_run
+from .blocked.pairs import PairPlan, pair_plan
 from .blocked.translated_runs import find_run
 from .masks import Tile, clip_ranges
 from .problem import Problem
@@ -54,7 +55,8 @@ class AttentionPlan:
         if self.block_size is not None:
             lines.append(f"blocks    {self.blocks} of up to {self.block_size} query rows")
             if self.run_blocks:
-                lines.append(f"run       {self.run_blocks} more blocks in one kernel call")
+                more = f"{self.run_blocks} more blocks in one kernel call or loop (notes)"
+                lines.append(f"run       {more}")
             lines.append(f"keys      {self.key_columns} key columns read over all blocks")
         share = self.pairs_attended / self.full_pairs if self.full_pairs else 0.0
         lines.append(
@@ -136,6 +138,9 @@ def explain(
     if run is None:  # the executor's own loop over uniform blocks, where it takes one
         run = mapped_run(p, kernels, rows, p.out_lead)
         looped = run is not None
+    pairs = pair_plan(p, kernels, rows) if run is None else None
+    if pairs is not None:  # causal: (query block, key block) pairs in the backend's loop
+        return _explain_pairs(p, plan, pairs, heads, itemsize, out_bytes)
     spans = _spans(p, rows, run)
     plan.block_size, plan.blocks = rows, len(spans)
     if run is not None:
@@ -196,6 +201,36 @@ def _backward(p: Problem, path: str) -> str:
 
 def _name(fn: Any) -> str:
     return f"{fn.__module__}.{getattr(fn, '__qualname__', fn)}"
+
+
+def _explain_pairs(
+    p: Problem, plan: AttentionPlan, pairs: PairPlan, heads: int, itemsize: int, out_bytes: int
+) -> AttentionPlan:
+    """The plan of a call the executor runs as (query block, key block) pairs
+    (:mod:`attnkit.blocked.pairs`), the query rows past the last whole block as one more
+    block."""
+    r = pairs.rows
+    tail = [(pairs.q_hi, p.L)] if pairs.q_hi < p.L else []
+    plan.block_size, plan.run_blocks, plan.blocks = r, pairs.q_hi // r, len(tail)
+    full = sum(len(g.starts) for g in pairs.groups if g.full)
+    plan.notes.append(
+        f"pairs: {pairs.pairs} (query block, key block) tiles of {r} rows, {full} of them "
+        f"whole (no mask), in {len(pairs.groups)} loop(s), one per kind of tile, "
+        f"{p.backend.map_blocks_loop}; each pair merged into its rows by log-sum-exp "
+        "(the backward pass loops over the same pairs)"
+    )
+    if tail:
+        plan.notes.append("loop: the last, shorter block in Python")
+    for g in pairs.groups:
+        plan.key_columns += g.width * len(g.starts)
+        plan.pairs_computed += r * g.width * len(g.starts) * heads
+    for q_lo, q_hi in tail:
+        width = _width(p, q_lo, q_hi)
+        plan.key_columns += width
+        plan.pairs_computed += (q_hi - q_lo) * width * heads
+    plan.pairs_attended = _attended(p, [(0, pairs.q_hi), *tail], heads)
+    plan.peak_bytes = 3 * r * max(g.width for g in pairs.groups) * heads * itemsize + out_bytes
+    return plan
 
 
 def _spans(p: Problem, rows: int, run: Any) -> list[tuple[int, int]]:

@@ -23,7 +23,7 @@ import array_api_compat as aac
 from .errors import ArgumentTypeError, DTypeError, NamespaceMismatchError, ShapeError
 from .shapes import type_name
 
-__all__ = ["merge_partials"]
+__all__ = ["merge_packed", "merge_partials", "no_keys"]
 
 
 def _validate(outs: Sequence[Any], lses: Sequence[Any]) -> Any:
@@ -110,3 +110,19 @@ def merge_partials(outs: Sequence[Any], lses: Sequence[Any]) -> tuple[Any, Any]:
         out = term if out is None else out + term
     out_dtype = outs[0].dtype
     return (out if out.dtype == out_dtype else xp.astype(out, out_dtype)), lse
+
+
+def merge_packed(held: Any, new: Any) -> Any:
+    """Two pieces of attention over disjoint keys of the same rows, each packed as
+    (..., rows, Ev + 1) = [out | lse], merged into one packed the same way."""
+    out, lse = merge_partials([held[..., :-1], new[..., :-1]], [held[..., -1], new[..., -1]])
+    xp = aac.array_namespace(held)
+    return xp.concat([out, lse[..., None]], axis=-1)
+
+
+def no_keys(xp: Any, shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
+    """Attention over no key, packed (..., n, Ev + 1): out 0, lse -inf (what merged
+    outputs start from; rows no block reaches stay so)."""
+    zeros = xp.zeros((*shape[:-1], shape[-1] - 1), dtype=dtype, device=device)
+    lse = xp.full((*shape[:-1], 1), -math.inf, dtype=dtype, device=device)
+    return xp.concat([zeros, lse], axis=-1)

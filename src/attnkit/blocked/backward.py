@@ -43,6 +43,7 @@ from .accumulate import SegmentSums, sum_to_shape
 from .executor import mapped_run
 from .loop import map_blocks
 from .operands import Prepared
+from .pairs import PairPlan, pair_plan, pair_tile
 from .tiles import block_plan, block_tile, scatter_columns, select_rows
 from .translated_runs import Run
 
@@ -81,9 +82,11 @@ def blocked_backward(
     mask_shape = None if ops.additive is None or not mask_grad else tuple(ops.additive.shape)
     # the forward's loop of uniform blocks (not where the mask's gradient is asked for)
     run = mapped_run(p, None, rows, None) if mask_shape is None else None
+    pairs = pair_plan(p, None, rows) if run is None and mask_shape is None else None
+    looped = run if pairs is None else pairs  # rows [q_lo, q_hi) the backend's loop takes
 
     def in_run(q_lo: int) -> bool:
-        return run is not None and run.q_lo <= q_lo < run.q_hi
+        return looped is not None and looped.q_lo <= q_lo < looped.q_hi
 
     tiles = [None if in_run(lo) else block_tile(p, lo, hi) for lo, hi in blocks]
     cuts = {b for t in tiles if t is not None for r in t.ranges for b in r}
@@ -92,8 +95,11 @@ def blocked_backward(
     dq_parts, dmask_parts = [], []
     for stream, ((q_lo, q_hi), t) in enumerate(zip(blocks, tiles, strict=True)):
         if in_run(q_lo):  # the run's blocks in one loop of the backend's (once, at its start)
-            if q_lo == run.q_lo:
-                dq_run, dk_run, dv_run = _run_backward(p, ops, run, lse, d_out, D, whole_rows)
+            if q_lo == looped.q_lo:
+                if pairs is not None:
+                    dq_run, dk_run, dv_run = _pairs_backward(p, ops, pairs, lse, d_out, D)
+                else:
+                    dq_run, dk_run, dv_run = _run_backward(p, ops, run, lse, d_out, D, whole_rows)
                 dq_parts.append(dq_run)  # (..., run rows, E)
                 dk_sums.add(0, p.S, dk_run)  # (..., S, E): zero outside the run's keys
                 dv_sums.add(0, p.S, dv_run)
@@ -161,6 +167,39 @@ def _run_backward(
     operands = (ops.query, ops.key, ops.value, lse[..., None], d_out, D[..., None])
     sizes = (r, w, w, r, r, r)
     return map_blocks(p.backend, body, starts, operands, sizes, sums=((1, p.S), (2, p.S)))
+
+
+def _pairs_backward(
+    p: Problem, ops: Prepared, plan: PairPlan, lse: Any, d_out: Any, D: Any
+) -> tuple[Any, Any, Any]:
+    """(dq (..., q_hi, E), dk (..., S, E), dv (..., S, Ev)) of the pair loop's rows
+    (:mod:`.pairs`): :func:`_tile_backward` on every (query block, key block) pair of each
+    group through ``Backend.map_blocks``, each pair's dq added into its query rows and its
+    dk, dv into its key rows. A pair holds part of its rows' keys, so its weights are
+    exp(scores - lse) as they stand (no renormalizing: the pair loop takes no
+    ``attn_mask``, so no huge additive value dominates a row)."""
+    xp, r = p.xp, plan.rows
+    q_shape, k_shape, v_shape = tuple(ops.query.shape), tuple(ops.key.shape), tuple(ops.value.shape)
+    operands = (ops.query, ops.key, ops.value, lse[..., None], d_out, D[..., None])
+    total: list[Any] = []
+    for group in plan.groups:
+        allowed, w = pair_tile(p, ops, plan, group), group.width  # (..., r, w) or None
+
+        def body(q: Any, k: Any, v: Any, lse_b: Any, dO: Any, D_b: Any, allowed: Any = allowed,
+                 w: int = w) -> tuple[Any, Any, Any]:  # fmt: skip
+            dq, dk, dv, _ = _tile_backward(
+                p, ops, None, allowed, q, k, v, lse_b[..., 0], dO, D_b[..., 0], 0, False
+            )
+            dq = sum_to_shape(xp, dq, (*q_shape[:-2], r, q_shape[-1]))  # (..., r, E)
+            dk = sum_to_shape(xp, dk, (*k_shape[:-2], w, k_shape[-1]))  # (..., w, E)
+            return dq, dk, sum_to_shape(xp, dv, (*v_shape[:-2], w, v_shape[-1]))
+
+        # query rows, key rows (of k, v), query rows (lse, dO, D) of each pair
+        starts = [(a, b, b, a, a, a) for a, b in group.starts]
+        sums = ((0, plan.q_hi), (1, p.S), (2, p.S))
+        grads = map_blocks(p.backend, body, starts, operands, (r, w, w, r, r, r), sums=sums)
+        total = list(grads) if not total else [x + y for x, y in zip(total, grads, strict=True)]
+    return total[0], total[1], total[2]
 
 
 def _mask_rows(p: Problem, ds: Any, mask_shape: tuple[int, ...]) -> Any:

@@ -20,6 +20,7 @@ from . import cost
 from .block import attend_block, attend_tile, block_values
 from .loop import map_blocks
 from .operands import Prepared, empty_result, prepare_operands
+from .pairs import PairPlan, attend_pairs, pair_plan
 from .tiles import block_plan, block_tile, kernel_mask
 from .translated_runs import Run, find_run, uniform_run
 
@@ -49,6 +50,10 @@ def blocked_attention(p: Problem, kernels: Any = None) -> tuple[Any, Any, Any]:
         run = mapped_run(p, kernels, rows, ops.lead)
         if run is not None:  # the run's blocks through the backend's loop hook
             run_out, run_lse = _map_run(p, ops, run)  # (..., run rows, Ev), (..., run rows)
+        else:  # causal: (query block, key block) pairs through the backend's loop hook
+            run = pair_plan(p, kernels, rows)
+            if run is not None:
+                run_out, run_lse = attend_pairs(p, ops, run)  # (..., q_hi, Ev), (..., q_hi)
     blocks = _segment_blocks(p, rows, None if run_out is None else run)
     recompute = p.backend.recompute_block if plain else None
     stored = cost.stored_elements(p, ops.lead, blocks)  # what autograd would keep
@@ -154,9 +159,11 @@ def _map_run(p: Problem, ops: Prepared, run: Run) -> tuple[Any, Any]:
     return out, lse[..., 0]
 
 
-def _segment_blocks(p: Problem, rows: int, run: Run | None) -> list[tuple[int, int, bool]]:
+def _segment_blocks(
+    p: Problem, rows: int, run: Run | PairPlan | None
+) -> list[tuple[int, int, bool]]:
     """(q_lo, q_hi, in_run) for every block in order: blocks of ``rows`` rows before and
-    after the run, and the run's rows as one entry with in_run True."""
+    after the run (or the pairs' rows), and the run's rows as one entry with in_run True."""
     if run is None:
         return [(a, min(a + rows, p.L), False) for a in range(0, p.L, rows)]
     before = [(a, min(a + rows, run.q_lo), False) for a in range(0, run.q_lo, rows)]

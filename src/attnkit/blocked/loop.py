@@ -3,12 +3,20 @@
 
 For each block b, ``body`` runs on the slices ``x[..., starts[b][i] : starts[b][i] +
 sizes[i], :]`` of ``operands[i]`` and returns a tuple of arrays (..., rows, X). The first
-outputs come back stacked (every block's concatenated on axis -2, in order); the last
-``len(sums)`` are added up: with ``sums[j] = (i, n)`` block b's output adds into rows
-[starts[b][i], starts[b][i] + sizes[i]) of a zero (..., n, X) array (key gradients)::
+outputs come back stacked (every block's concatenated on axis -2, in order); then
+``len(merges)`` are merged and the last ``len(sums)`` added up. With ``sums[j] = (i, n)``
+block b's output adds into rows [starts[b][i], starts[b][i] + sizes[i]) of a zero
+(..., n, X) array (key gradients). A merged output is a piece of attention over part of
+its rows' keys, packed as (..., rows, Ev + 1) = [out | lse]; with ``merges[j] = (i, n)``
+it merges (:func:`attnkit.merge.merge_packed`, the log-sum-exp rule of
+:func:`attnkit.merge_partials`) into rows [starts[b][i], starts[b][i] + sizes[i]) of an
+(..., n, Ev + 1) array that starts as attention over no key (out 0, lse -inf): the
+pieces of causal attention's (query block, key block) pairs become each query block's
+whole rows::
 
     stacked_j = concat_b body(slices_b)[j]
-    summed_j  = sum_b  scatter(body(slices_b)[split + j], rows of operand i)
+    merged_j  = merge_b  place(body(slices_b)[split + j], rows of operand i)
+    summed_j  = sum_b    place(body(slices_b)[split + m + j], rows of operand i)
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from typing import Any
 
 import array_api_compat as aac
 
+from ..merge import merge_packed, no_keys
 from .accumulate import SegmentSums
 
 __all__ = ["map_blocks", "python_loop"]
@@ -32,9 +41,12 @@ def map_blocks(
     operands: tuple[Any, ...],
     sizes: tuple[int, ...],
     sums: tuple[tuple[int, int], ...] = (),
+    merges: tuple[tuple[int, int], ...] = (),
 ) -> tuple[Any, ...]:
     """The blocks through ``backend.map_blocks``, or :func:`python_loop` without one."""
     loop = backend.map_blocks or python_loop
+    if merges:  # only asked for where there are some: a backend's loop may predate them
+        return loop(body, starts, operands, sizes, sums, merges)
     return loop(body, starts, operands, sizes, sums)
 
 
@@ -44,28 +56,53 @@ def python_loop(
     operands: tuple[Any, ...],
     sizes: tuple[int, ...],
     sums: tuple[tuple[int, int], ...] = (),
+    merges: tuple[tuple[int, int], ...] = (),
 ) -> tuple[Any, ...]:
-    """``body`` block by block: stacked outputs concatenated on axis -2, summed ones
-    added by segments (:class:`.accumulate.SegmentSums`: no full-length addition per
-    block)."""
+    """``body`` block by block: stacked outputs concatenated on axis -2, merged ones kept
+    per start row (blocks merging into one operand must start at the same rows or at
+    disjoint ones), summed ones added by segments (:class:`.accumulate.SegmentSums`: no
+    full-length addition per block)."""
     xp = aac.array_namespace(*operands)
     stacked: list[tuple[Any, ...]] = []
     added = [
         SegmentSums(xp, n, {a for at in starts for a in (at[i], at[i] + sizes[i])}) for i, n in sums
     ]
+    held: list[dict[int, Any]] = [{} for _ in merges]
     outs: tuple[Any, ...] = ()
+    n_sum, n_merge = len(sums), len(merges)
     for at in starts:
         cut = (x[..., a : a + n, :] for x, a, n in zip(operands, at, sizes, strict=True))
         outs = body(*cut)
-        stacked.append(outs[: len(outs) - len(sums)])
-        for acc, (i, _), y in zip(added, sums, outs[len(outs) - len(sums) :], strict=True):
+        split = len(outs) - n_sum - n_merge
+        stacked.append(outs[:split])
+        for pieces, (i, _), y in zip(held, merges, outs[split : split + n_merge], strict=True):
+            pieces[at[i]] = y if at[i] not in pieces else merge_packed(pieces[at[i]], y)
+        for acc, (i, _), y in zip(added, sums, outs[split + n_merge :], strict=True):
             acc.add(at[i], at[i] + sizes[i], y)
-    split = len(outs) - len(sums)
+    split = len(outs) - n_sum - n_merge
     result = [
         xp.concat([o[j] for o in stacked], axis=-2) if len(stacked) > 1 else stacked[0][j]
         for j in range(split)
     ]
-    for acc, (_, n), y in zip(added, sums, outs[split:], strict=True):  # y: the last block's
+    for pieces, (i, n), y in zip(held, merges, outs[split : split + n_merge], strict=True):
+        result.append(_placed(xp, pieces, sizes[i], n, y))
+    for acc, (_, n), y in zip(added, sums, outs[split + n_merge :], strict=True):  # y: the last
         shape = (*y.shape[:-2], n, y.shape[-1])  # (..., n, X)
         result.append(acc.result(shape, y.dtype, aac.device(y)))
     return tuple(result)
+
+
+def _placed(xp: Any, pieces: dict[int, Any], rows: int, n: int, y: Any) -> Any:
+    """The merged pieces (each (..., rows, X) at its start row) in an (..., n, X) array,
+    rows no piece covers attention over no key (:func:`attnkit.merge.no_keys`)."""
+    parts, at = [], 0
+    for lo in sorted(pieces):
+        if lo < at:
+            raise AssertionError(f"merged blocks overlap at row {lo}: starts must align")
+        if lo > at:
+            parts.append(no_keys(xp, (*y.shape[:-2], lo - at, y.shape[-1]), y.dtype, aac.device(y)))
+        parts.append(pieces[lo])
+        at = lo + rows
+    if at < n:
+        parts.append(no_keys(xp, (*y.shape[:-2], n - at, y.shape[-1]), y.dtype, aac.device(y)))
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=-2)  # (..., n, X)

@@ -37,6 +37,11 @@ class Mask:
     #: depends on the key alone, never on the query, and :meth:`key_alive` is the whole
     #: mask. Attention without query-key structure (the approximations) accepts these.
     keys_only: bool = False
+    #: True when each query row attends one range of keys whose ends never decrease from
+    #: row to row, and :meth:`key_ranges` of a single row is exactly that range (windows,
+    #: causal, and their intersections): the executor's pair loop then tells full, partial
+    #: and empty (query block, key block) tiles from the first and last rows' ranges.
+    banded: bool = False
 
     def key_ranges(self, g: Geometry, q_lo: int, q_hi: int) -> Ranges:
         """Key columns [lo, hi) that rows [q_lo, q_hi) may attend (a superset is fine)."""
@@ -136,6 +141,10 @@ class _Combined(Mask):
     @property
     def translation_invariant(self) -> bool:  # type: ignore[override]
         return all(p.translation_invariant for p in self.parts)
+
+    @property
+    def banded(self) -> bool:  # type: ignore[override]
+        return self.op == "and" and all(p.banded for p in self.parts)
 
     def key_ranges(self, g: Geometry, q_lo: int, q_hi: int) -> Ranges:
         ranges = [p.key_ranges(g, q_lo, q_hi) for p in self.parts]

@@ -34,7 +34,8 @@ class _Window(Mask):
     left: int | None
     right: int | None
     alignment: str = "top_left"
-    translation_invariant = True  # a class attribute, not a field
+    translation_invariant = True  # class attributes, not fields
+    banded = True
 
     def key_ranges(self, g: Geometry, q_lo: int, q_hi: int) -> Ranges:
         q_min = g.q_offset + _shift(g, self.alignment) + q_lo

@@ -22,7 +22,8 @@ nothing)::
     4  dense L=32768            one step's peak resident memory < 2 GiB, torch (eager) and
                                 jax (jit: the blocks are one loop, jax.lax.scan)
     5  window 256, jax          jax.jit compile of the step at L=16384 <= 3 s, and
-                                <= 1.2 x the compile at L=4096; the forward's likewise
+                                <= 1.2 x the compile at L=4096; the forward's likewise;
+                                causal attention's step likewise (its block pairs loop)
     6  dense L=4096             numpy attention_vjp step / jax.grad of jax.nn (jit) <= 1.0
     7  dense L=32768, one call  peak memory < 2 GiB, torch and jax (jit); jax / torch <= 2
 """
@@ -75,7 +76,7 @@ class GradJob:
 
     backend: str
     impl: str
-    kind: str  # "dense" or "window"
+    kind: str  # "dense", "window" or "causal"
     L: int
     what: str = "step"
     W: int | None = None
@@ -83,7 +84,8 @@ class GradJob:
     seed: int = 0
 
     def describe(self) -> str:
-        shape = f"window {self.W} L={self.L}" if self.kind == "window" else f"dense L={self.L}"
+        shape = f"window {self.W}" if self.kind == "window" else self.kind
+        shape = f"{shape} L={self.L}"
         return f"{self.backend} {shape} {self.impl} {self.what}"
 
     @property
@@ -112,7 +114,10 @@ def _inputs(job: GradJob) -> list[Any]:
 
 def _attnkit(job: GradJob) -> Callable[..., Any]:
     impl = job.impl.split()[-1]
-    return lambda q, k, v: ak.scaled_dot_product_attention(q, k, v, window=job.window, impl=impl)
+    causal = job.kind == "causal"
+    return lambda q, k, v: ak.scaled_dot_product_attention(
+        q, k, v, window=job.window, is_causal=causal, impl=impl
+    )
 
 
 def _step(job: GradJob, arrays: list[Any]) -> Callable[[], Any]:
@@ -127,7 +132,8 @@ def _step(job: GradJob, arrays: list[Any]) -> Callable[[], Any]:
         impl = job.impl.split()[-1]
 
         def step() -> Any:
-            out, vjp = ak.attention_vjp(q, k, v, window=job.window, impl=impl)
+            causal = job.kind == "causal"
+            out, vjp = ak.attention_vjp(q, k, v, window=job.window, is_causal=causal, impl=impl)
             return out if job.what == "forward" else vjp(d_out)
 
         return step
@@ -168,7 +174,8 @@ def check_gradients(job: GradJob, arrays: list[Any], grads: Any) -> float:
     for lo in sorted({0, max(0, job.L // 2 - n // 2), job.L - n}):
         rows = slice(lo, lo + n)
         q64, d64 = (xp.astype(a[..., rows, :], xp.float64) for a in (q, d_out))
-        _, vjp = ak.attention_vjp(q64, k64, v64, window=job.window, q_offset=lo)
+        causal = job.kind == "causal"
+        _, vjp = ak.attention_vjp(q64, k64, v64, window=job.window, is_causal=causal, q_offset=lo)
         ref = vjp(d64)[0]  # (B, H, n, E)
         gap = float(xp.max(xp.abs(xp.astype(dq[..., rows, :], xp.float64) - ref)))
         worst = max(worst, gap / max(1.0, float(xp.max(xp.abs(ref)))))
@@ -265,6 +272,7 @@ def jobs(
     if "jax" in installed:
         for what in ("compile", "compile forward"):
             out += [GradJob("jax", AUTO, "window", L, what, W=W) for L in sizes.compile]
+        out += [GradJob("jax", AUTO, "causal", L, "compile") for L in sizes.compile]
         out.append(GradJob("jax", JAX_NN, "dense", d))
     if "numpy" in installed:
         out.append(GradJob("numpy", AUTO, "dense", d))
@@ -362,6 +370,11 @@ def verdicts(
         (5, f"window {W} jax: forward compile L={c2} / L={c1}", 1.2,
          ("jax", AUTO, "window", c2, "compile forward"),
          ("jax", AUTO, "window", c1, "compile forward"), _compile_ratio),
+        (5, f"causal jax: jit compile of the step at L={c2}, s", 3.0,
+         ("jax", AUTO, "causal", c2, "compile"), None, _seconds),
+        (5, f"causal jax: compile L={c2} / compile L={c1}", 1.2,
+         ("jax", AUTO, "causal", c2, "compile"), ("jax", AUTO, "causal", c1, "compile"),
+         _compile_ratio),
         *[
             (7, f"dense L={big} {name}: one call's peak memory, GiB", MEMORY_BOUND_BYTES / 2**30,
              (name, AUTO, "dense", big, "call"), None, _peak_gib)
@@ -425,7 +438,7 @@ def format_results(results: list[GradResult]) -> str:
     rows = [
         (
             r.job.backend,
-            (f"window {r.job.W} " if r.job.kind == "window" else "dense ") + f"L={r.job.L}",
+            (f"window {r.job.W} " if r.job.kind == "window" else f"{r.job.kind} ") + f"L={r.job.L}",
             r.job.impl,
             r.job.what,
             "-"
