@@ -20,6 +20,15 @@ jnp = pytest.importorskip("jax.numpy")
 
 from attnkit.backends.jax import dot_product_attention  # noqa: E402
 
+
+@pytest.fixture(autouse=True)
+def _jax_session_only(request: pytest.FixtureRequest) -> None:
+    """The jax.nn drop-in is fuzzed once, in the jax conformance session
+    (``--backend=jax``); the other sessions skip it."""
+    if request.config.getoption("--backend") != "jax":
+        pytest.skip("the jax.nn drop-in is fuzzed in the jax session (--backend=jax)")
+
+
 TOL = {"float32": 2e-5, "float16": 2e-2}  # O(1) outputs: a few roundings of each dtype
 # Each example runs its own shapes eagerly (several seconds of compiling on a CPU), so a run
 # draws a few derandomized examples beside the @example regressions.
