@@ -15,8 +15,8 @@ window's total width, as in the targets' "window 256")::
     padded   one decoding step over S keys of which the last S/8 are padding, as a bool
              mask (B, 1, 1, S) given to every implementation (the masked steps of a
              padded batch in ``generate()``)
-    memory   dense at a large L, one eager call (no jit: under jax.jit every query block
-             of the executor would be unrolled), for the peak resident memory
+    memory   dense at a large L, one call (under jax.jit on JAX, as every case: the
+             executor's blocks are one loop there), for the peak resident memory
 
 The causal and padded cases show what attnkit's guard against NaN at masked positions
 costs on a fused kernel's path (a finiteness check of the output).

@@ -110,8 +110,8 @@ def _measure(job: Job) -> Measurement:
                 q, k, v, mask, window=window, is_causal=case.causal, impl=impl
             )
 
-        # One memory call runs eagerly: under jax.jit every query block would be unrolled.
-        compiled = attend if tools is None or case.kind == "memory" else tools.jit(attend)
+        # under jax.jit too for the memory call: its blocks are one loop (jax.lax.scan)
+        compiled = attend if tools is None else tools.jit(attend)
 
         def call() -> Any:
             return compiled(q, k, v)
