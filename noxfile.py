@@ -197,7 +197,8 @@ FUZZ_RUNS = (
 def fuzz(session: nox.Session) -> None:
     """The differential fuzzer's long profile on every backend (not a default session).
 
-    Many random examples on numpy, torch, jax (eagerly and under jax.jit) and
+    Many random examples of the core (test_fuzz.py) and of ``attention_vjp``
+    (test_fuzz_vjp.py) on numpy, torch, jax (eagerly and under jax.jit) and
     array-api-strict; every backend runs even when one fails. It takes many minutes; the
     conformance sessions run the fuzzer in its short, derandomized ``ci`` profile.
     """
@@ -205,7 +206,8 @@ def fuzz(session: nox.Session) -> None:
     failed = []
     for flags in FUZZ_RUNS:
         try:
-            _run(session, env, "pytest", "conformance/test_fuzz.py", "-q", *flags, *session.posargs)
+            files = ("conformance/test_fuzz.py", "conformance/test_fuzz_vjp.py")
+            _run(session, env, "pytest", *files, "-q", *flags, *session.posargs)
         except nox.command.CommandFailed:
             failed.append(" ".join(flags))
     if failed:
