@@ -140,7 +140,7 @@ def explain(
         looped = run is not None
     pairs = pair_plan(p, kernels, rows) if run is None else None
     if pairs is not None:  # causal: (query block, key block) pairs in the backend's loop
-        return _explain_pairs(p, plan, pairs, heads, itemsize, out_bytes)
+        return _explain_pairs(p, plan, pairs, rows, heads, itemsize, out_bytes)
     spans = _spans(p, rows, run)
     plan.block_size, plan.blocks = rows, len(spans)
     if run is not None:
@@ -204,14 +204,20 @@ def _name(fn: Any) -> str:
 
 
 def _explain_pairs(
-    p: Problem, plan: AttentionPlan, pairs: PairPlan, heads: int, itemsize: int, out_bytes: int
+    p: Problem,
+    plan: AttentionPlan,
+    pairs: PairPlan,
+    rows: int,
+    heads: int,
+    itemsize: int,
+    out_bytes: int,
 ) -> AttentionPlan:
     """The plan of a call the executor runs as (query block, key block) pairs
-    (:mod:`attnkit.blocked.pairs`), the query rows past the last whole block as one more
-    block."""
+    (:mod:`attnkit.blocked.pairs`), the query rows past the last whole tile in the
+    executor's blocks of ``rows``."""
     r = pairs.rows
-    tail = [(pairs.q_hi, p.L)] if pairs.q_hi < p.L else []
-    plan.block_size, plan.run_blocks, plan.blocks = r, pairs.q_hi // r, len(tail)
+    tail = [(a, min(a + rows, p.L)) for a in range(pairs.q_hi, p.L, rows)]
+    plan.block_size, plan.run_blocks, plan.blocks = rows, pairs.q_hi // r, len(tail)
     full = sum(len(g.starts) for g in pairs.groups if g.full)
     plan.notes.append(
         f"pairs: {pairs.pairs} (query block, key block) tiles of {r} rows, {full} of them "
@@ -220,7 +226,7 @@ def _explain_pairs(
         "(the backward pass loops over the same pairs)"
     )
     if tail:
-        plan.notes.append("loop: the last, shorter block in Python")
+        plan.notes.append(f"loop: the last {len(tail)} block(s) one by one in Python")
     for g in pairs.groups:
         plan.key_columns += g.width * len(g.starts)
         plan.pairs_computed += r * g.width * len(g.starts) * heads

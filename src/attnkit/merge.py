@@ -123,6 +123,10 @@ def merge_packed(held: Any, new: Any) -> Any:
 def no_keys(xp: Any, shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
     """Attention over no key, packed (..., n, Ev + 1): out 0, lse -inf (what merged
     outputs start from; rows no block reaches stay so)."""
-    zeros = xp.zeros((*shape[:-1], shape[-1] - 1), dtype=dtype, device=device)
-    lse = xp.full((*shape[:-1], 1), -math.inf, dtype=dtype, device=device)
-    return xp.concat([zeros, lse], axis=-1)
+    # one row broadcast (a compiler keeps a broadcast as one; a concatenation of two
+    # full-size constants it may fold into a literal of the whole array)
+    row = xp.concat([
+        xp.zeros((shape[-1] - 1,), dtype=dtype, device=device),
+        xp.full((1,), -math.inf, dtype=dtype, device=device),
+    ])  # fmt: skip
+    return xp.broadcast_to(row, tuple(shape))

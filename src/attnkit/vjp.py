@@ -106,7 +106,7 @@ def forward_saving(p: Problem) -> tuple[Any, tuple[Any, Any]]:
     backward pass keeps: the executor's output ``o`` (..., L, Ev) and ``lse`` (..., L)
     in the compute dtype and the GQA layout. ``p.rng`` draws the dropout (copy it first
     with ``Backend.replay_rng`` to redraw it in :func:`backward_from`)."""
-    forward = replace(p, need_lse=True, need_weights=False, block_size=_rows(p))
+    forward = replace(p, need_lse=True, need_weights=False, block_size=_fixed_rows(p))
     out, _, lse = blocked_attention(forward, None)  # (..., L, Ev), (..., L): GQA layout
     return caller_layout(p, out, (p.L, p.Ev), p.dtype), (out, lse)
 
@@ -130,13 +130,21 @@ def backward_from(
     if p.L == 0 or p.S == 0:
         grads = _zeros(p, ops)
     else:
-        back = replace(p, need_lse=True, need_weights=False, block_size=_rows(p))
-        grads = blocked_backward(back, ops, out, lse, d, back.block_size, mask_grad, whole_rows)
+        back = replace(p, need_lse=True, need_weights=False, block_size=_fixed_rows(p))
+        grads = blocked_backward(back, ops, out, lse, d, _rows(p), mask_grad, whole_rows)
     return _caller_gradients(p, *grads)
 
 
+def _fixed_rows(p: Problem) -> int | None:
+    """The block size both passes are held to: the caller's, or with dropout the
+    forward's (dropout's streams follow its blocks); otherwise None, each pass chooses
+    its own (causal pair tiles then keep their own size, :mod:`attnkit.blocked.pairs`)."""
+    return _rows(p) if p.block_size is not None or p.dropout_p > 0 else None
+
+
 def _rows(p: Problem) -> int:
-    """The block size both passes use (the forward's; dropout's streams follow it)."""
+    """The block size of the forward's query blocks (the caller's, or the executor's
+    choice)."""
     if p.block_size is not None:
         return p.block_size
     lead = broadcast_shapes(*(tuple(x.shape[:-2]) for x in gqa_layout(p) if x is not None))

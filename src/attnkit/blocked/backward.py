@@ -84,6 +84,8 @@ def blocked_backward(
     run = mapped_run(p, None, rows, None) if mask_shape is None else None
     pairs = pair_plan(p, None, rows) if run is None and mask_shape is None else None
     looped = run if pairs is None else pairs  # rows [q_lo, q_hi) the backend's loop takes
+    if pairs is not None:  # the pairs' rows, then blocks of ``rows`` after them
+        blocks = [(0, pairs.q_hi), *((a, min(a + rows, p.L)) for a in range(pairs.q_hi, p.L, rows))]
 
     def in_run(q_lo: int) -> bool:
         return looped is not None and looped.q_lo <= q_lo < looped.q_hi

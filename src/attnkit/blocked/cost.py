@@ -20,8 +20,10 @@ __all__ = [
     "DEFAULT_BLOCK_BUDGET",
     "GRAPH_BLOCKS",
     "GRAPH_BLOCK_BUDGET",
+    "PAIR_ROWS",
     "RECOMPUTE_ABOVE_ELEMENTS",
     "choose_block_size",
+    "choose_pair_size",
     "graph_block_size",
     "stored_elements",
 ]
@@ -36,6 +38,12 @@ DEFAULT_BLOCK_BUDGET = 2**22
 #: (fitted on window and dense runs, L = 4096 to 16384, torch and NumPy). A backend may
 #: declare its own (``Backend.block_overhead_elements``: JAX under jax.jit).
 BLOCK_OVERHEAD_ELEMENTS = 20_000
+
+#: Rows (and key columns) of a causal pair tile (:mod:`.pairs`) at most: measured on JAX
+#: under jax.jit, L = 8192, 8 heads of 64, a causal step took 9.0 s in tiles of 32 rows,
+#: 7.0 s in tiles of 128, 6.3 s of 256 and 7.0 s of 512 (each pair is one trip of the
+#: loop: smaller tiles mean more trips, larger ones more work wasted on the diagonal).
+PAIR_ROWS = 256
 
 #: Blocks are recomputed in the backward pass (when a backend offers it) only when the
 #: scores autograd would otherwise keep, summed over blocks, exceed this many elements
@@ -119,5 +127,17 @@ def graph_block_size(p: Problem) -> int:
     while rows * GRAPH_BLOCKS < p.L:
         rows *= 2
     while rows > 16 and rows * max(p.S, 1) * heads > GRAPH_BLOCK_BUDGET:
+        rows //= 2
+    return rows
+
+
+def choose_pair_size(p: Problem, heads: int, budget: int = DEFAULT_BLOCK_BUDGET) -> int:
+    """Rows (= key columns) of a causal pair tile (:mod:`.pairs`): the largest power of
+    two up to :data:`PAIR_ROWS` whose (rows, rows) tile over ``heads`` fits ``budget``
+    and that leaves at least two query blocks (16 at least). A pair's tile, unlike a
+    query block's, does not widen with S, so it stays large where the executor's
+    blocks shrink (at L = 16384 and 8 heads a query block holds 32 rows)."""
+    rows = PAIR_ROWS
+    while rows > 16 and (rows * rows * max(1, heads) > budget or 2 * rows > p.L):
         rows //= 2
     return rows

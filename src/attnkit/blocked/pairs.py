@@ -23,7 +23,8 @@ either alignment and any offsets) that are translation-invariant, where the back
 declares a loop of its own (``Backend.map_blocks``: a compiled loop; the Python loop of
 the other backends is better served by the executor's one block per query block), and
 on the same calls as the uniform loop (no weights, dropout, score mods or ``attn_mask``
-array). The last query rows beyond a whole block stay one block of the executor's.
+array). Tiles are square, of :func:`.cost.choose_pair_size` rows (or ``block_size``);
+the query rows beyond the last whole tile go through the executor's blocks.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from ..masked_operands import allowed_pairs
 from ..masks import Tile, clip_ranges
 from ..merge import merge_packed
 from ..problem import Problem
-from ..shapes import broadcast_shapes
+from ..shapes import broadcast_shapes, prod
+from . import cost
 from .block import attend_tile, block_values
 from .loop import map_blocks
 from .operands import Prepared
@@ -73,9 +75,12 @@ class PairPlan:
 
 
 def pair_plan(p: Problem, kernels: Any, rows: int) -> PairPlan | None:
-    """The pairs of blocks of ``rows`` rows that cover the call's whole query blocks, in
-    at most :data:`MAX_GROUPS` tile kinds, or None where the pair loop is not taken
-    (module docstring). Reads the call only (:func:`attnkit.explain` asks it too)."""
+    """The (query block, key block) pairs that cover the call's whole query blocks, in at
+    most :data:`MAX_GROUPS` tile kinds, or None where the pair loop is not taken (module
+    docstring, and where the executor's blocks of ``rows`` rows are two or fewer: nothing
+    to unroll). The tiles have the caller's ``block_size`` rows, else
+    :func:`.cost.choose_pair_size`'s. Reads the call only (:func:`attnkit.explain` asks
+    it too)."""
     if kernels is not None and (kernels.block is not None or kernels.run is not None):
         return None
     if p.need_weights or p.dropout_p > 0 or p.score_mod is not None or p.mask is not None:
@@ -85,6 +90,10 @@ def pair_plan(p: Problem, kernels: Any, rows: int) -> PairPlan | None:
         return None
     if b.recompute_block is not None and not b.map_blocks_recomputes:
         return None  # autodiff would store every pair's scores
+    if p.block_size is None:
+        if -(-p.L // max(rows, 1)) <= 2:
+            return None  # the executor's blocks are few: a loop gains nothing
+        rows = cost.choose_pair_size(p, int(prod(p.out_lead)))
     n = p.L // rows if rows >= 1 else 0
     if n < 2 or p.S < 1:
         return None
