@@ -150,7 +150,9 @@ def attend_pairs(p: Problem, ops: Prepared, plan: PairPlan) -> tuple[Any, Any]:
 
         def body(q: Any, k: Any, v: Any, allowed: Any = allowed) -> tuple[Any]:
             out, _, lse = attend_tile(p, ops, None, None, allowed, q, k, v, 0, False)
-            return (xp.concat([out, lse[..., None]], axis=-1),)  # (..., rows, Ev + 1)
+            # a value with leading dims of its own widens out, not lse: lse to out's dims
+            lse = xp.broadcast_to(lse[..., None], (*out.shape[:-1], 1))
+            return (xp.concat([out, lse], axis=-1),)  # (..., rows, Ev + 1)
 
         starts = [(q, k, k) for q, k in group.starts]  # query, key and value rows
         sizes = (plan.rows, group.width, group.width)
