@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from importlib import metadata
 
 import pytest
 from _chromium import browser  # noqa: F401 - headless Chromium, for the page's tests
+
+# hypothesis (the distributed fuzzers) keeps its working files in the temporary
+# directory, not in a .hypothesis folder in the checkout (as conformance/conftest.py)
+os.environ.setdefault(
+    "HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "attnkit-hypothesis")
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -149,57 +149,69 @@ def _run_backward(
     body for all blocks: a jitted program holds it once), each block's key gradients
     added into the rows it read. Nothing per block is stored: each recomputes its scores
     from q, k and the saved lse."""
-    xp, r, w = p.xp, run.rows, run.width
+    r = run.rows
     t, allowed = block_plan(p, ops, run.q_lo, run.q_lo + r)  # the tile of every block
+    starts = [(run.q_lo + i * r, run.k_lo + i * run.stride) for i in range(run.blocks)]
+    return _looped_grads(
+        p, ops, t, allowed, starts, r, run.width, (lse, d_out, D), whole_rows, run.q_hi, False
+    )
+
+
+def _looped_grads(
+    p: Problem,
+    ops: Prepared,
+    t: Any,
+    allowed: Any,
+    starts: list[tuple[int, int]],
+    r: int,
+    w: int,
+    saved: tuple[Any, Any, Any],
+    whole_rows: bool,
+    q_hi: int,
+    sum_dq: bool,
+) -> tuple[Any, Any, Any]:
+    """(dq, dk (..., S, E), dv (..., S, Ev)) of blocks of one (r, w) tile through
+    ``Backend.map_blocks``: :func:`_tile_backward` on each block's slices (query rows
+    [a, a + r), key rows [b, b + w) for (a, b) in ``starts``), its gradients summed to
+    the operands' heads in the body (what the loop carries stays small) and its dk, dv
+    added into the key rows it read. ``saved`` is (lse (..., L), d_out (..., L, Ev),
+    D (..., L)). dq: stacked in order (..., blocks * r, E) where the blocks tile the
+    query rows, or with ``sum_dq`` added into its rows of an (..., q_hi, E) array (blocks
+    that share query rows: the causal pairs)."""
+    xp = p.xp
     q_shape, k_shape, v_shape = tuple(ops.query.shape), tuple(ops.key.shape), tuple(ops.value.shape)
+    lse, d_out, D = saved
 
     def body(q: Any, k: Any, v: Any, lse_b: Any, dO: Any, D_b: Any) -> tuple[Any, Any, Any]:
         dq, dk, dv, _ = _tile_backward(
             p, ops, t, allowed, q, k, v, lse_b[..., 0], dO, D_b[..., 0], 0, whole_rows
         )
-        # dk, dv summed to the key/value heads here: what the loop adds up stays small
+        dq = sum_to_shape(xp, dq, (*q_shape[:-2], r, q_shape[-1]))  # (..., r, E)
         dk = sum_to_shape(xp, dk, (*k_shape[:-2], w, k_shape[-1]))  # (..., w, E)
-        dv = sum_to_shape(xp, dv, (*v_shape[:-2], w, v_shape[-1]))  # (..., w, Ev)
-        return sum_to_shape(xp, dq, (*q_shape[:-2], r, q_shape[-1])), dk, dv
+        return dq, dk, sum_to_shape(xp, dv, (*v_shape[:-2], w, v_shape[-1]))  # (..., w, Ev)
 
-    starts = []
-    for i in range(run.blocks):  # query rows, key rows (of k, v), query rows (lse, dO, D)
-        a, b = run.q_lo + i * r, run.k_lo + i * run.stride
-        starts.append((a, b, b, a, a, a))
+    # query rows, key rows (of k, v), query rows (lse, dO, D) of each block
+    starts6 = [(a, b, b, a, a, a) for a, b in starts]
     operands = (ops.query, ops.key, ops.value, lse[..., None], d_out, D[..., None])
-    sizes = (r, w, w, r, r, r)
-    return map_blocks(p.backend, body, starts, operands, sizes, sums=((1, p.S), (2, p.S)))
+    sums = ((0, q_hi),) if sum_dq else ()
+    sums = (*sums, (1, p.S), (2, p.S))
+    return map_blocks(p.backend, body, starts6, operands, (r, w, w, r, r, r), sums=sums)
 
 
 def _pairs_backward(
     p: Problem, ops: Prepared, plan: PairPlan, lse: Any, d_out: Any, D: Any
 ) -> tuple[Any, Any, Any]:
     """(dq (..., q_hi, E), dk (..., S, E), dv (..., S, Ev)) of the pair loop's rows
-    (:mod:`.pairs`): :func:`_tile_backward` on every (query block, key block) pair of each
-    group through ``Backend.map_blocks``, each pair's dq added into its query rows and its
-    dk, dv into its key rows. A pair holds part of its rows' keys, so its weights are
-    exp(scores - lse) as they stand (no renormalizing: the pair loop takes no
-    ``attn_mask``, so no huge additive value dominates a row)."""
-    xp, r = p.xp, plan.rows
-    q_shape, k_shape, v_shape = tuple(ops.query.shape), tuple(ops.key.shape), tuple(ops.value.shape)
-    operands = (ops.query, ops.key, ops.value, lse[..., None], d_out, D[..., None])
+    (:mod:`.pairs`): :func:`_looped_grads` over every (query block, key block) pair of
+    each group, each pair's dq added into its query rows and its dk, dv into its key
+    rows. A pair holds part of its rows' keys, so its weights are exp(scores - lse) as
+    they stand (no renormalizing: the pair loop takes no ``attn_mask``, so no huge
+    additive value dominates a row)."""
     total: list[Any] = []
     for group in plan.groups:
-        allowed, w = pair_tile(p, ops, plan, group), group.width  # (..., r, w) or None
-
-        def body(q: Any, k: Any, v: Any, lse_b: Any, dO: Any, D_b: Any, allowed: Any = allowed,
-                 w: int = w) -> tuple[Any, Any, Any]:  # fmt: skip
-            dq, dk, dv, _ = _tile_backward(
-                p, ops, None, allowed, q, k, v, lse_b[..., 0], dO, D_b[..., 0], 0, False
-            )
-            dq = sum_to_shape(xp, dq, (*q_shape[:-2], r, q_shape[-1]))  # (..., r, E)
-            dk = sum_to_shape(xp, dk, (*k_shape[:-2], w, k_shape[-1]))  # (..., w, E)
-            return dq, dk, sum_to_shape(xp, dv, (*v_shape[:-2], w, v_shape[-1]))
-
-        # query rows, key rows (of k, v), query rows (lse, dO, D) of each pair
-        starts = [(a, b, b, a, a, a) for a, b in group.starts]
-        sums = ((0, plan.q_hi), (1, p.S), (2, p.S))
-        grads = map_blocks(p.backend, body, starts, operands, (r, w, w, r, r, r), sums=sums)
+        allowed = pair_tile(p, ops, plan, group)  # (..., rows, width) or None
+        grads = _looped_grads(p, ops, None, allowed, list(group.starts), plan.rows,
+                              group.width, (lse, d_out, D), False, plan.q_hi, True)  # fmt: skip
         total = list(grads) if not total else [x + y for x, y in zip(total, grads, strict=True)]
     return total[0], total[1], total[2]
 
