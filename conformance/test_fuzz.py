@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 import fuzz_oracle as fo
@@ -354,6 +355,36 @@ def _flat(x: np.ndarray) -> np.ndarray:
     return np.array(x, dtype=np.float64).reshape(math.prod(x.shape[:-2]), *x.shape[-2:])
 
 
+def poison_unused_rows(
+    p: fo.Problem,
+    c: fo.FuzzCase,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    dead: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """Copies of q, k, v with NaN in the query rows with nothing to attend and in the key
+    and value rows no query may attend (``dead(dead_k, dead_v)`` may narrow those, each
+    (slices, S) bool), and a label counting them."""
+    lead = c.out_lead
+    allowed = np.broadcast_to(p.gold.allowed, (*lead, c.L, c.S))
+    q, k, v = _flat(q), _flat(k), _flat(v)
+    dead_k = fo.dead_rows(allowed, fo.slice_ids(c.k, lead, c.groups), k.shape[0])
+    dead_v = fo.dead_rows(allowed, fo.slice_ids(c.v, lead, c.groups), v.shape[0])
+    if dead is not None:
+        dead_k, dead_v = dead(dead_k, dead_v)
+    q[fo.empty_query_rows(allowed, fo.slice_ids(c.q, lead), q.shape[0])] = math.nan
+    k[dead_k] = math.nan
+    v[dead_v] = math.nan
+    q, k, v = q.reshape(c.q), k.reshape(c.k), v.reshape(c.v)
+    label = (
+        f"NaN in {int(np.isnan(q[..., 0]).sum())} empty query rows, "
+        f"{int(np.isnan(k[..., 0]).sum())} dead key rows, "
+        f"{int(np.isnan(v[..., 0]).sum())} dead value rows"
+    )
+    return q, k, v, label
+
+
 def test_fuzz_poison(backend: Backend) -> None:
     """Poison shows only where the pinned semantics let it."""
 
@@ -474,17 +505,7 @@ def check_gradients(backend: Backend, case: fo.FuzzCase, impl: str, poison: bool
     q, k, v = p.q, p.k, p.v
     label = "no poison"
     if poison:
-        allowed = np.broadcast_to(p.gold.allowed, (*lead, c.L, c.S))
-        q, k, v = _flat(q), _flat(k), _flat(v)
-        q[fo.empty_query_rows(allowed, fo.slice_ids(c.q, lead), q.shape[0])] = math.nan
-        k[fo.dead_rows(allowed, fo.slice_ids(c.k, lead, c.groups), k.shape[0])] = math.nan
-        v[fo.dead_rows(allowed, fo.slice_ids(c.v, lead, c.groups), v.shape[0])] = math.nan
-        q, k, v = q.reshape(c.q), k.reshape(c.k), v.reshape(c.v)
-        label = (
-            f"NaN in {int(np.isnan(q[..., 0]).sum())} empty query rows, "
-            f"{int(np.isnan(k[..., 0]).sum())} dead key rows, "
-            f"{int(np.isnan(v[..., 0]).sum())} dead value rows"
-        )
+        q, k, v, label = poison_unused_rows(p, c, q, k, v)
     dout = np.random.default_rng(c.seed + 1).standard_normal((*lead, c.L, c.v[-1]))
     want = fo.ref.attention_grad(q, k, v, dout, attn_mask=p.oracle_mask, **p.oracle_kwargs)
     qb, kb, vb, mask = _arrays(backend, p, q, k, v)

@@ -33,7 +33,6 @@ Profiles and ``ATTNKIT_FUZZ_EXAMPLES`` as in ``test_fuzz.py``:
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import replace
 from typing import Any
@@ -46,7 +45,15 @@ from fuzz_oracle import ArrayMask, FuzzCase
 from fuzz_strategies import FULL, SMALL, Sizes, cases
 from harness import Backend
 from hypothesis import example, given, note, settings
-from test_fuzz import IMPLS, PROFILE, _arrays, _context, _flat, _kwargs, _unchanged
+from test_fuzz import (
+    IMPLS,
+    PROFILE,
+    _arrays,
+    _context,
+    _kwargs,
+    _unchanged,
+    poison_unused_rows,
+)
 from tolerances import assert_close, exact_allowed
 
 import attnkit as ak
@@ -260,23 +267,16 @@ def check_vjp(
         p = replace(p, k=k, v=v, gold=gold)  # the score bound only shrinks: kept
     label = f"one head: {one_head}; no poison"
     if poison:
-        allowed = np.broadcast_to(p.gold.allowed, (*lead, c.L, c.S))
-        q, k, v = _flat(q), _flat(k), _flat(v)
-        dead_k = fo.dead_rows(allowed, fo.slice_ids(c.k, lead, c.groups), k.shape[0])
-        dead_v = fo.dead_rows(allowed, fo.slice_ids(c.v, lead, c.groups), v.shape[0])
-        if one_head == "key":
-            dead_k = _one_head_dead(dead_k, c.k)
-        elif one_head == "value":
-            dead_v = _one_head_dead(dead_v, c.v)
-        q[fo.empty_query_rows(allowed, fo.slice_ids(c.q, lead), q.shape[0])] = math.nan
-        k[dead_k] = math.nan
-        v[dead_v] = math.nan
-        q, k, v = q.reshape(c.q), k.reshape(c.k), v.reshape(c.v)
-        label = (
-            f"one head: {one_head}; NaN in {int(np.isnan(q[..., 0]).sum())} empty query rows, "
-            f"{int(np.isnan(k[..., 0]).sum())} dead key rows, "
-            f"{int(np.isnan(v[..., 0]).sum())} dead value rows"
-        )
+
+        def dead(dead_k: np.ndarray, dead_v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            if one_head == "key":
+                return _one_head_dead(dead_k, c.k), dead_v
+            if one_head == "value":
+                return dead_k, _one_head_dead(dead_v, c.v)
+            return dead_k, dead_v
+
+        q, k, v, label = poison_unused_rows(p, c, q, k, v, dead)
+        label = f"one head: {one_head}; {label}"
     d_out = np.random.default_rng(c.seed + 1).standard_normal((*lead, c.L, c.v[-1]))
     want = fo.ref.attention_grad(q, k, v, d_out, attn_mask=p.oracle_mask, **p.oracle_kwargs)
     k_call = k[..., :1, :, :] if one_head == "key" else k
