@@ -38,15 +38,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+#: Tests whose every JAX computation runs under ``jax.jit`` even in an eager run (the
+#: harness takes gradients with ``jax.jit(jax.grad(...))``): an eager ``--sample`` run
+#: leaves them to the ``--jit`` run, which compiles the same programs.
+JAX_JITTED_ANYWAY = (
+    "test_gradients",
+    "test_structured_gradients",
+    "test_gradients_equal_finite_differences",
+    "test_fuzz_gradients",
+    "test_gradcheck",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``--sample N``: a representative subset (every test function, 1 in N of its cases)."""
+    """``--sample N``: a representative subset (every test function, 1 in N of its cases).
+
+    On JAX without ``--jit`` the subset guards eager dispatch, so it leaves out the tests
+    that run jitted either way (:data:`JAX_JITTED_ANYWAY`)."""
     n = config.getoption("--sample")
     if n <= 1:
         return
+    eager_jax = config.getoption("--backend") == "jax" and not config.getoption("--jit")
     seen: set[str] = set()
     keep, drop = [], []
     for item in items:
         function = item.nodeid.split("[", 1)[0]
+        if eager_jax and function.rsplit("::", 1)[-1] in JAX_JITTED_ANYWAY:
+            drop.append(item)
+            continue
         first = function not in seen
         seen.add(function)
         chosen = first or zlib.crc32(item.nodeid.encode()) % n == 0
