@@ -182,6 +182,23 @@ def test_app_imports_no_framework() -> None:
     )
 
 
+def test_math_calls_only_the_math_half_of_the_backend() -> None:
+    """The math asks a backend only for what ``MathBackend`` declares: no attribute that
+    only ``ToolBackend`` has (NumPy conversions, timing, seeding) is named in it."""
+    math_half = set(dir(backends.MathBackend))
+    tools_only = {n for n in vars(backends.ToolBackend) if not n.startswith("_")} - math_half
+    assert {"from_numpy", "to_numpy", "synchronize"} <= tools_only
+    bad = []
+    for path in core_files():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        bad += [
+            f"{path.relative_to(REPO)}:{node.lineno}: .{node.attr}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in tools_only
+        ]
+    assert not bad, "the math calls the tools' half of the backend:\n" + "\n".join(bad)
+
+
 def test_app_framework_packages_stand_alone() -> None:
     bad = []
     for path in app_files():
