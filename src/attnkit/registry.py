@@ -6,7 +6,7 @@ namespace for it (or, to draw parameters before any array exists, the backend of
 generator). :mod:`attnkit.backends` registers its lookups here when ``attnkit`` is
 imported (the package root imports it last), so the dependency runs one way: the
 backends know the math, the math knows only this protocol. What a backend offers is
-described by ``attnkit.backends.Backend``.
+described by ``attnkit.backends.MathBackend`` (the half of ``Backend`` the math calls).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _lookup(kind: str) -> Callable[[Any], Any]:
 
 
 def backend_for(xp: Any) -> Any:
-    """The backend of the array namespace ``xp`` (``attnkit.backends.Backend``)."""
+    """The backend of the array namespace ``xp`` (``attnkit.backends.MathBackend``)."""
     backend = _FOUND.get(id(xp))
     if backend is None:
         backend = _lookup("namespace")(xp)

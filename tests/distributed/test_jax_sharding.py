@@ -229,7 +229,7 @@ def test_peak_memory_falls_as_one_over_p() -> None:
     """Per-device peak (arguments + outputs + temporaries - aliased, from the compiled
     program's memory_analysis) of causal ring attention at L = 256, forward and
     forward+backward: P = 2 at most 0.5 x P = 1, P = 4 at most 0.3 x P = 1."""
-    from attnkit.backends.jax.sharding_bench import measure
+    from attnkit.app.jax.sharding_bench import measure
 
     arrays = _inputs((1, 2, 256, 16), (1, 2, 256, 16), 16, jnp.float32)
     for backward in (False, True):

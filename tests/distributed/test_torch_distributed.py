@@ -9,7 +9,7 @@ One group of 4 processes (tests/distributed/torch_dist_worker.py, started with
 ``file://`` rendezvous) runs every correctness and error check and reports per rank;
 each test below asserts one check on every rank. Memory: the benchmark module runs ring
 attention (forward + backward) at P = 1, 2, 4 and the per-process peak (ru_maxrss delta,
-see attnkit.backends.torch.distributed_bench: the high-water mark of resident memory
+see attnkit.app.torch.distributed_bench: the high-water mark of resident memory
 over the call) must fall roughly as 1/P.
 """
 
@@ -121,7 +121,7 @@ def test_ring_memory_falls_as_one_over_p() -> None:
     P = 1, 2, 4 (VmHWM over the call minus VmRSS before it, MALLOC_MMAP_THRESHOLD_ fixed): the P=2
     peak <= 0.65 x P=1 and the P=4 peak <= 0.4 x P=1 (ideal 0.5 and 0.25; gloo's receive
     buffers and per-process constants add a little); outputs equal to one process."""
-    from attnkit.backends.torch.distributed_bench import run_bench
+    from attnkit.app.torch.distributed_bench import run_bench
 
     res = {p: run_bench(p, 4096, backward=True, heads=2, repeats=1, timeout=240) for p in (1, 2, 4)}
     peaks = {p: r["peak_mib"] for p, r in res.items()}

@@ -1,10 +1,14 @@
 """The application on top of attnkit: the ``attnkit`` command line and what it runs.
 
 Three layers, nothing importing upward: the math (``attnkit`` core), the backends
-(``attnkit.backends.<name>``: each framework's adapter, kernels and front-ends) and this
-application, which may import both but never a framework itself (what needs torch or
-jax is a plain function of the backend that owns the framework). :mod:`attnkit.viz` is
-application code too (pictures and the interactive page), kept at its public name.
+(``attnkit.backends.<name>``: what each framework needs beyond the array API, and its
+front-ends) and this application, which may import both. The application itself imports
+no framework: what its tools need of one (benchmark workers, the peers that verify
+compares with, golden vectors in a framework's layout, model capture) lives in one
+subpackage per framework, :mod:`attnkit.app.numpy`, :mod:`attnkit.app.torch` and
+:mod:`attnkit.app.jax`, each independent of the others and imported lazily, by name.
+:mod:`attnkit.viz` is application code too (pictures and the interactive page), kept at
+its public name.
 
 Modules: :mod:`attnkit.app.cli` (``attnkit``: demo, bench, viz, verify),
 :mod:`attnkit.app.demo`, :mod:`attnkit.app.verify` and

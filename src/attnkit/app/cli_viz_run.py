@@ -43,7 +43,7 @@ def check_indices(
 
 def run(args: argparse.Namespace, path: Path, name: str, fmt: str, models: dict[str, Any]) -> int:
     """Load the model, run the texts, write ``args.out``; the exit status (0, 1 or 2)."""
-    capture = importlib.import_module("attnkit.backends.torch.capture")
+    capture = importlib.import_module("attnkit.app.torch.capture")
     try:
         return _draw(args, capture, path, name, fmt, models)
     except Missing as exc:

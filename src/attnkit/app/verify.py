@@ -7,8 +7,9 @@ backend in every dtype the backend has (inputs rounded to that dtype); the large
 against the float64 oracle is compared with the conformance matrix's tolerance
 ``K * eps(dtype) * (1 + max|score|) * max(1, max|gold|)``. The same vectors also run
 through the frameworks' own attention (:mod:`attnkit.app.verify_frameworks`). The
-vectors are NumPy arrays, read and measured by :mod:`attnkit.backends.numpy.golden`;
-every framework is reached through its backend, so this module imports none.
+vectors are NumPy arrays, read and measured by :mod:`attnkit.app.numpy.golden`;
+every framework is reached through its backend or its package of the application
+(``attnkit.app.<name>``, imported lazily), so this module imports none.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import attnkit as ak
 from attnkit import backends
-from attnkit.backends.numpy import golden as arrays
+from attnkit.app.numpy import golden as arrays
 
 from . import golden
 
@@ -138,7 +139,7 @@ def _precision(name: str, dtype: str) -> Iterator[None]:
     if name != "jax" or dtype != "float64":
         yield
         return
-    from attnkit.backends.jax import peers
+    from attnkit.app.jax import peers
 
     with peers.float64_enabled():
         yield

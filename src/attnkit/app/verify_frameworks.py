@@ -3,9 +3,9 @@
 Every framework attention that is installed runs the same vectors as attnkit, in every
 dtype it takes: PyTorch's ``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``
 (its computation with identity projections) and FlexAttention (eager), from
-``attnkit.backends.torch.peers_exact``; ``jax.nn.dot_product_attention`` and Keras 3's
+``attnkit.app.torch.peers_exact``; ``jax.nn.dot_product_attention`` and Keras 3's
 ``keras.ops.dot_product_attention`` (on the JAX backend unless ``KERAS_BACKEND`` says
-otherwise), from ``attnkit.backends.jax.peers``/``peers_keras``. Each result is compared
+otherwise), from ``attnkit.app.jax.peers``/``peers_keras``. Each result is compared
 with the float64 oracle within twice attnkit's own tolerance for that dtype.
 
 What a framework cannot take as it is, is adapted and said so: causal rules, windows and
@@ -16,9 +16,10 @@ all (MultiheadAttention with GQA or a custom scale) is "not applicable". Every o
 place a framework differs from the oracle is a finding (:mod:`attnkit.app.verify_findings`
 words them).
 
-Vectors are put in a framework's layout by :mod:`attnkit.backends.numpy.golden_layout`
-and measured by :mod:`attnkit.backends.numpy.golden` (NumPy arrays in and out); the
-frameworks are called through their backends, so this module imports none.
+Vectors are put in a framework's layout by :mod:`attnkit.app.numpy.golden_layout`
+and measured by :mod:`attnkit.app.numpy.golden` (NumPy arrays in and out); the
+frameworks are called through :mod:`attnkit.app.torch` and :mod:`attnkit.app.jax`
+(imported lazily), so this module imports none.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from attnkit.backends.numpy import golden as arrays
-from attnkit.backends.numpy.golden_layout import heads_first, time_first
+from attnkit.app.numpy import golden as arrays
+from attnkit.app.numpy.golden_layout import heads_first, time_first
 
 from .verify import EPS, FrameworkResult, Vector, _error, allowed_error
 
@@ -50,7 +51,7 @@ class Framework:
 
 def _torch(name: str) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
-        from attnkit.backends.torch import peers_exact
+        from attnkit.app.torch import peers_exact
 
         return getattr(peers_exact, name)(*args, **kwargs)
 
@@ -58,21 +59,21 @@ def _torch(name: str) -> Callable[..., Any]:
 
 
 def _jax_nn(*args: Any, **kwargs: Any) -> Any:
-    from attnkit.backends.jax import peers
+    from attnkit.app.jax import peers
 
     with peers.float64_enabled():
         return peers.dot_product_attention(*args, **kwargs)
 
 
 def _keras(*args: Any, **kwargs: Any) -> Any:
-    from attnkit.backends.jax import peers, peers_keras
+    from attnkit.app.jax import peers, peers_keras
 
     with peers.float64_enabled():
         return peers_keras.dot_product_attention(*args, **kwargs)
 
 
 def _keras_available() -> bool:
-    from attnkit.backends.jax import peers_keras
+    from attnkit.app.jax import peers_keras
 
     return peers_keras.available()
 
@@ -110,7 +111,7 @@ def available_frameworks(backends: tuple[str, ...]) -> list[Framework]:
 
 
 def _check(framework: Framework, vector: Vector, dtype: str) -> FrameworkResult:
-    from attnkit.backends.torch.peers_exact import NotExpressible
+    from attnkit.app.torch.peers_exact import NotExpressible
 
     base = dict(framework=framework.label, vector=vector.name, dtype=dtype)
     try:

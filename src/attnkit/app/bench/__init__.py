@@ -2,7 +2,7 @@
 
 Modules, in the order a run uses them: :mod:`~attnkit.app.bench.settings` (the options
 and the plan of jobs), :mod:`~attnkit.app.bench.cases` (cases, jobs, measurements, and
-each backend's baselines: ``attnkit.backends.<name>.peers``),
+each backend's baselines: ``attnkit.app.<name>.peers``),
 :mod:`~attnkit.app.bench.worker` (each job in its own interpreter, ``python -m
 attnkit.app.bench.worker``, with the allocator settings), :mod:`~attnkit.app.bench.measure`
 (one job: warm-up, timing, peak memory, the check against float64),

@@ -8,7 +8,7 @@ where ``impl="auto"`` keeps it), on JAX ``jax.vjp`` under ``jax.jit``, on NumPy
 :func:`attnkit.attention_vjp` (the backward pass written once in the array API); the
 baselines are torch SDPA (with the window as a dense band mask) and
 ``jax.nn.dot_product_attention`` (``local_window_size``), from
-``attnkit.backends.<name>.peers_grad``. Every job runs in its own interpreter, so its
+``attnkit.app.<name>.peers_grad``. Every job runs in its own interpreter, so its
 peak resident memory is its own; a step's gradients are checked before any time counts
 (:func:`check_gradients`): a benchmark that times a wrong backward reports an error.
 
@@ -137,7 +137,7 @@ def _step(job: GradJob, arrays: list[Any]) -> Callable[[], Any]:
             return out if job.what == "forward" else vjp(d_out)
 
         return step
-    peers = importlib.import_module(f"attnkit.backends.{job.backend}.peers_grad")
+    peers = importlib.import_module(f"attnkit.app.{job.backend}.peers_grad")
     if job.impl in (AUTO, GENERIC):
         fn = _attnkit(job)
     else:

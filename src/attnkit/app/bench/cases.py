@@ -2,7 +2,7 @@
 
 A *job* is one implementation on one case on one backend: attnkit (``impl="auto"`` or
 ``"generic"``, :data:`ATTNKIT_IMPLS`) or one of the framework's own attention functions,
-the baselines of ``attnkit.backends.<name>.peers`` (:func:`bench_tools`). Inputs are
+the baselines of ``attnkit.app.<name>.peers`` (:func:`bench_tools`). Inputs are
 random normal (batch 1, 8 heads, head size 64, float32; never zeros). Cases (W is the
 window's total width, as in the targets' "window 256")::
 
@@ -131,11 +131,11 @@ class Measurement:
 
 
 def bench_tools(backend: str) -> ModuleType | None:
-    """The backend's ``attnkit.backends.<name>.peers`` module (its framework's own
+    """The backend's ``attnkit.app.<name>.peers`` module (its framework's own
     attention, the baselines), or None if it has none."""
     backends.load(backend)  # an unknown name raises here
     try:
-        return importlib.import_module(f"attnkit.backends.{backend}.peers")
+        return importlib.import_module(f"attnkit.app.{backend}.peers")
     except ModuleNotFoundError:
         return None
 

@@ -10,7 +10,7 @@ instead of a time.
 Peak memory is the operating system's high-water mark of resident memory (``VmHWM`` on
 Linux, ``getrusage``'s ``ru_maxrss`` elsewhere). It only ever grows within a process, so
 each job runs in its own interpreter (:mod:`attnkit.app.bench.worker`). Framework code
-(the baselines, ``jax.jit``, gradients) lives in ``attnkit.backends.<name>.peers``; this
+(the baselines, ``jax.jit``, gradients) lives in ``attnkit.app.<name>.peers``; this
 module imports no framework.
 """
 

@@ -1,4 +1,4 @@
-"""Loading a local Hugging Face model folder for :mod:`attnkit.backends.torch.capture`.
+"""Loading a local Hugging Face model folder for :mod:`attnkit.app.torch.capture`.
 
 :func:`load_hf` loads config, tokenizer and weights offline, each failure an
 :class:`attnkit.ParameterError` that names the folder, the missing piece and the fix;

@@ -1,7 +1,7 @@
 """NumPy's own attention for ``attnkit bench`` to compare with: the textbook formula.
 
-Each backend's ``peers`` module holds its framework's own attention functions, for the
-application to compare attnkit with. The benchmark (:mod:`attnkit.app.bench`) asks it
+Each framework's ``attnkit.app.<name>.peers`` module holds its own attention functions,
+for the application to compare attnkit with. The benchmark (:mod:`attnkit.app.bench`) asks it
 for three things, so that neither the math nor the application imports a framework:
 
 ``baselines(kind, *, flex)``   names of the baselines that apply to a case kind

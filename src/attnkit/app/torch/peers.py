@@ -9,9 +9,9 @@ Baselines of ``attnkit bench``:
                              tens of seconds on CPU; the compile happens on the first call).
 ``torch textbook``           softmax(Q K^T / sqrt(E)) V in plain tensor operations.
 
-The interface every backend's ``peers`` module shares is described in
-``attnkit.backends.numpy.peers``. ``attnkit verify`` runs PyTorch's attention functions
-through ``attnkit.backends.torch.peers_exact``.
+The interface every framework's ``peers`` module shares is described in
+``attnkit.app.numpy.peers``. ``attnkit verify`` runs PyTorch's attention functions
+through ``attnkit.app.torch.peers_exact``.
 """
 
 from __future__ import annotations

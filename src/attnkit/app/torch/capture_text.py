@@ -5,7 +5,7 @@ outputs the model's forward takes; never truncated silently past the model's con
 keeps every layer's weights, and with ``vectors=True`` the query and key vectors the
 scores are made of (:mod:`.capture_vectors`). :func:`capture_texts` runs several texts and
 falls back to eager where attnkit, chosen by default, fails. Re-exported by
-:mod:`attnkit.backends.torch.capture`.
+:mod:`attnkit.app.torch.capture`.
 """
 
 from __future__ import annotations
