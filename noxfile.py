@@ -129,7 +129,7 @@ UNIT_DEPS = (
     "rich",
     "selenium",
     "import-linter",
-    "sybil",  # runs the README's Python blocks (tests/test_readme.py)
+    "sybil",  # the README's and the docstrings' examples (test_readme.py, test_docstrings.py)
     "flax",  # attnkit.backends.jax.flax (tests/test_flax.py)
     "optax",
     "keras",  # attnkit verify compares keras.ops.dot_product_attention (tests/test_verify.py)

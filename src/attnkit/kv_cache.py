@@ -12,9 +12,9 @@ O(T) per step, the same order as attending over the cache.
 Example
 -------
 
-- A functional, preallocated kv cache for decoding: `ak.init_kv_cache` makes it, each
-  call returns the updated cache, and it works under `jax.jit` and `jax.lax.scan` (the
-  length is an array; writes use `take` + `where`, no in-place update):
+Decoding with :func:`attnkit.multi_head_attention`: :func:`init_kv_cache` makes the cache,
+each call appends its positions and returns the updated cache (a prompt, then one token at
+a time; GQA and RoPE as the layer has them):
 
 .. code-block:: python
 
