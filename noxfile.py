@@ -5,7 +5,89 @@ Every session installs with ``-c tests/constraints.txt``: the test matrix is pin
 torch (exactly ``torch==2.13.0``) and everything else, so the result does not depend on the
 day it runs; the package's own dependency ranges stay wide. ``nox -s latest`` (not a default
 session) runs the tests against the newest releases instead and names what moved.
-"""
+
+The sessions
+------------
+
+`pip install nox && nox` runs every session: 17 to 21 minutes on the project's 2-core
+machine from a clean checkout (`.ci/run` took 1,031 s, 1,196 s and 1,259 s in three
+runs: installing into the shared environment about 2 minutes, `tests` 4,
+`conformance-jax` 7 to 8 (5 to 6 under `jax.jit`, 2 eager), `distributed-jax` 1 to 2,
+the other sessions a minute or less each) and 2.4 GB of `.nox` (2.2 GB of it the shared
+environment with torch and JAX). One session at a time
+with `nox -s NAME` (`nox -s conformance-numpy` takes about a minute; `nox -l` lists them).
+PyTorch, JAX and the test tools are installed once, into `.nox/shared`, for every
+session that needs them (remade when `noxfile.py`'s requirements or `pyproject.toml`
+change); `lint`, `conformance-numpy` and `conformance-strict` keep small environments of
+their own with a regular install, so attnkit is also tested without torch or JAX.
+
+The browser tests (`tests/test_viz_page.py`, the interactive page in headless Chromium)
+need Chromium and its driver: `sudo apt-get install chromium chromium-driver` on
+Debian or Ubuntu (`.ci/run` installs them when missing). Without them those tests are
+skipped, and the `tests` session's summary (`pytest -rs`) says why and how to install.
+
+| session | what |
+|---|---|
+| `lint` | ruff check and format; import-linter on the layer contracts |
+| `tests` | unit tests on two pytest workers: errors and their messages, the import guard, the install layout (editable and regular), dropout, merging, the CLI; the transformers families, torch's layers, autocast and `torch.compile`, the JAX drop-in and the Flax module, every Python block of the README and the examples of the public modules' docstrings (Sybil); visualization (the interactive page in headless Chromium), `attnkit viz` and `attnkit verify` |
+| `conformance-numpy` | the matrix on NumPy, then with read-only inputs |
+| `conformance-strict` | the matrix on array-api-strict, inputs on its second device |
+| `conformance-torch` | the matrix on PyTorch, gradients (analytic oracle and `gradcheck`), torch SDPA |
+| `conformance-jax` | the matrix on JAX under `jax.jit` (every case), then eagerly on a representative subset (`--sample 6`: every test function, about 1 in 6 of its cases, the same ones every run); gradients (`check_grads`), `jax.nn` |
+| `demo` | `attnkit demo` on every backend |
+| `bench` | `attnkit bench --quick`: a smoke benchmark at tiny sizes (`nox -s bench -- --targets` for the real targets) |
+| `fuzz` | not run by `nox` alone: the differential fuzzer's long profile on every backend (`nox -s fuzz`) |
+| `latest` | not run by `nox` alone: the unit tests and the conformance matrix (numpy, torch, jax under jit, strict) against the newest releases of everything but torch; prints each release that moved from `tests/constraints.txt`. Upgrading the pins is one commit: edit the file, run `nox`, and its CI run shows what changed |
+
+The conformance matrix (`conformance/`) holds the cases as data (`cases.py`: 89 cases
+over shapes with sizes 1, 7, 97, 1025, L != S, zero lengths, leading ranks 0 to 3, every
+mask broadcast form, both alignments, offsets, windows, fully masked rows, logits near
+1e4, GQA, float16/bfloat16, non-contiguous and stride-0 inputs, merged pieces, dropout,
+poisoned padding; `test_structured.py`: 21 more for every mask kind and score
+modifier), an independent float64 NumPy oracle (`oracle.py`, itself checked
+against a brute-force loop), golden vectors (stored once, as the package data
+`src/attnkit/app/golden/*.npz` that `attnkit verify` reads, rewritten by
+`python conformance/make_golden.py`) and one runner taking the backend as a parameter:
+`pytest conformance --backend {numpy,torch,jax,strict} [--readonly] [--jit]`.
+Tolerances live in one table (`tolerances.py`): float32/float64 use a fixed multiple of
+epsilon scaled by the score magnitude; float16/bfloat16 allow twice the error of the same
+formula evaluated in that precision. Every failure prints the measured and allowed error.
+
+**The differential fuzzer** (`conformance/test_fuzz.py`, with `fuzz_strategies.py` and
+`fuzz_oracle.py`) is part of every conformance session. Hypothesis draws whole calls:
+ranks 2 to 5 with broadcast leading dims, GQA, L and S from 0 to 40 (0, 1 and
+non-multiples of the block sizes among them), E and Ev from 1 to 9, no mask, bool and
+additive arrays in every broadcast form (stride-0 expanded too), every `attnkit.masks`
+kind combined with `&` and `|`, causal in both alignments, windows with `None` sides,
+offsets, scales (negative, tiny, large), score mods, every dtype of the backend, block
+sizes 1 to 17 and weights or lse on request. Each call runs under `auto`, `generic` and
+`reference` and is compared with the independent float64 oracle (structured masks
+rebuilt there from positions, not by attnkit) under the tolerance table and with the
+other impls; the output's library, dtype and shape are checked, empty rows must be
+exactly 0 with lse `-inf`, weights in [0, 1] summing to 1, and the inputs unchanged.
+Poison is injected: NaN, inf or 1e10 in a key row may change only the rows allowed to
+attend it (a row attending a NaN score has NaN output and lse on every impl); NaN or
+inf in value rows no query may attend, and NaN in the query rows of empty rows, change
+nothing. On PyTorch and JAX gradients are checked against the oracle's analytic ones in
+float64. The `ci` profile (derandomized, the default) adds about 35 s (NumPy), 75 s
+(PyTorch), 65 s (array-api-strict), 70 s (JAX eager) and 35 s (JAX under `jax.jit`) to
+the conformance sessions here; `nox -s fuzz` runs the `long` profile (random examples,
+ATTNKIT_FUZZ_EXAMPLES to change their number) on every backend: 9.4 minutes here (NumPy
+74 s, PyTorch 158 s, JAX 92 s eagerly and 72 s under `jax.jit`, array-api-strict 152 s). Every bug it found has
+a regression test (`tests/test_promises.py`, `tests/test_bad_inputs.py`).
+
+The front-ends have fuzzers of their own, each against what it imitates, with the bugs
+found in them as `@example` cases:
+
+| fuzzer | entry point | oracle | session |
+|---|---|---|---|
+| `conformance/test_fuzz_vjp.py` | `attnkit.attention_vjp`: out, dq, dk, dv, d_mask (in the mask's own shape) | the float64 oracle's analytic gradients; d_mask from its own NumPy formula; masks of every kind, GQA with a key or value of one head, empty rows, NaN poison, rows shifted by -1e30 and -3e38 | every conformance session (`nox -s fuzz`: long profile) |
+| `conformance/test_fuzz_jax_nn.py` | `attnkit.backends.jax.dot_product_attention` | `jax.nn.dot_product_attention` on every legal argument combination | conformance-jax |
+| `conformance/test_fuzz_torch_mha.py` | `attnkit.backends.torch.nn.MultiheadAttention` | `torch.nn.MultiheadAttention` with its weights loaded, outputs, weights and gradients | conformance-torch |
+| `tests/distributed/test_jax_ring_fuzz.py` | `ring_attention`, `ulysses_attention` on 4 JAX host devices (Explicit and Auto meshes, every call form) | the one-device core, forward and gradients | distributed-jax |
+| `tests/distributed/torch_dist_worker.py` (`random_*` checks) | the torch ring and Ulysses over 4 gloo processes | one process, forward and gradients; bad inputs on every rank | distributed-torch |
+
+"""  # noqa: E501
 
 from __future__ import annotations
 
@@ -47,7 +129,7 @@ UNIT_DEPS = (
     "rich",
     "selenium",
     "import-linter",
-    "sybil",  # runs the README's Python blocks (tests/test_readme.py)
+    "sybil",  # the README's and the docstrings' examples (test_readme.py, test_docstrings.py)
     "flax",  # attnkit.backends.jax.flax (tests/test_flax.py)
     "optax",
     "keras",  # attnkit verify compares keras.ops.dot_product_attention (tests/test_verify.py)

@@ -380,7 +380,7 @@ def test_performer_error_falls_as_one_over_sqrt_features(orthogonal: bool) -> No
     Inputs are scaled (|x + y|^2 about 0.5, x, y the scaled query and key) so that the
     positive features have moderate variance and the 1/sqrt(m) regime holds from m = 16;
     with large |x + y| the features are heavy-tailed and the error falls more slowly at
-    these m (the README's table shows it on real inputs).
+    these m (``attnkit bench --approx``'s figures show it on real inputs).
     """
     q, k, v = draw(17, L=16, S=16, E=16, amp=0.25)
     exact = ak.scaled_dot_product_attention(q, k, v)

@@ -357,7 +357,7 @@ def test_float64_left_padding_stays_finite() -> None:
     want = decode(tiny("llama"), "eager", ids, mask)["prefill"][mask.bool()]
     assert_close(got.float(), want, F32_LOGITS, "llama float64 (attnkit) vs float32 (eager)")
     eager64 = decode(model64, "eager", ids, mask)["prefill"][mask.bool()]
-    assert torch.isnan(eager64).any(), "transformers' eager changed: update the README"
+    assert torch.isnan(eager64).any(), "eager changed: update attnkit.backends.torch.hf's docstring"
 
 
 def test_dropout_only_in_training_and_seeded() -> None:
@@ -542,7 +542,7 @@ def test_mask_function_none_only_for_bottom_right_causal() -> None:
         got, want = both(**kw)
         assert got is not None and got.dtype == torch.bool and torch.equal(got, want), kw
     # sdpa's own mask function skips the static buffer's prefill (top-left causal there)
-    assert sdpa_mask(batch_size=2, q_length=4, kv_length=12) is None, "update the README"
+    assert sdpa_mask(batch_size=2, q_length=4, kv_length=12) is None, "update hf's docstring"
 
 
 def test_register_is_idempotent() -> None:

@@ -4,8 +4,9 @@ refused at load with an attnkit error that names the family and the alternative.
 Which of the two is read from the installed transformers, not written here: a family
 whose modeling module calls the registered attention function
 (:func:`attnkit.backends.torch.hf_compat.routes_through_interface`) must run, the others
-must be refused. The README's table records what each row was checked on; a family that
-moved between transformers releases fails :func:`test_readme_table_is_this_table` with
+must be refused. The families table of :mod:`attnkit.backends.torch.hf`'s docstring records
+what each row was checked on; a family that moved between transformers releases fails
+:func:`test_documented_table_is_this_table` with
 one message naming it, the version and what changed.
 
 Each family is a tiny randomly initialized model (2 layers, 4 heads, float32, seeded)
@@ -14,7 +15,7 @@ decoders, right padding for encoders): outputs on the real tokens and the attent
 weights of the real query rows (``output_attentions=True``: one tensor per layer, never
 an empty tuple) against eager; decoders also against eager's greedy ``generate()`` tokens.
 A refused family raises :class:`attnkit.ParameterError` from ``from_config`` naming the
-family and ``eager``/``sdpa``. The README's "Hugging Face families" table is this table.
+family and ``eager``/``sdpa``. The docstring's "Hugging Face families" table is this table.
 """
 
 from __future__ import annotations
@@ -262,22 +263,21 @@ def test_tokenizer_extras_are_ignored_as_eager_ignores_them() -> None:
     assert torch.equal(plain, extra)
 
 
-def readme_table() -> dict[str, tuple[str, str]]:
-    """The README's families table: family -> (status, the transformers versions it was
-    checked on)."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    section = readme.split("### Hugging Face families", 1)[1].split("\n#", 1)[0]
+def documented_table() -> dict[str, tuple[str, str]]:
+    """The families table of ``attnkit.backends.torch.hf``'s docstring: family -> (status,
+    the transformers versions it was checked on)."""
+    section = (hf.__doc__ or "").split("Hugging Face families\n---", 1)[1]
     rows = re.findall(r"^\| `([\w-]+)` \| (\w+) \| ([^|]*) \|", section, flags=re.M)
     return {family: (state, versions.strip()) for family, state, versions in rows}
 
 
-def test_readme_table_is_this_table() -> None:
-    table = readme_table()
+def test_documented_table_is_this_table() -> None:
+    table = documented_table()
     assert sorted(table) == sorted(FAMILIES), (
-        f"README families {sorted(table)} != tested families {sorted(FAMILIES)}"
+        f"documented families {sorted(table)} != tested families {sorted(FAMILIES)}"
     )
     moved = [
-        f"{family!r}: the README says {table[family][0]} (checked on transformers "
+        f"{family!r}: hf's docstring says {table[family][0]} (checked on transformers "
         f"{table[family][1]}), but on transformers {VERSION} its modeling code "
         + (
             "calls the registered attention function, so attnkit runs it"
@@ -293,7 +293,7 @@ def test_readme_table_is_this_table() -> None:
         return  # the drift session (nox -s latest): only a move is a failure
     unchecked = [f for f in FAMILIES if VERSION not in table[f][1]]
     assert not unchecked, (
-        f"README rows not marked as checked on the pinned transformers {VERSION} "
+        f"documented rows not marked as checked on the pinned transformers {VERSION} "
         f"(tests/constraints.txt): {unchecked}"
     )
 

@@ -77,7 +77,7 @@ def test_multi_head_vjp_equals_torch_autograd(name: str) -> None:
 
 
 def test_numpy_sgd_trains_the_layer() -> None:
-    """Plain SGD on NumPy learns to copy the previous token (the README's loop)."""
+    """Plain SGD on NumPy learns to copy the previous token (attnkit.vjp's docstring)."""
     rng = np.random.default_rng(0)
     L, V, D = 12, 6, 24
     params = ak.init_multi_head_params(D, 4, rng=rng, dtype="float64")

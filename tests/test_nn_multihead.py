@@ -176,7 +176,7 @@ def test_fully_masked_row_is_zero_where_torch_gives_nan() -> None:
     kpm[1] = True  # batch row 1: every key is padding
     want, _ = ref(x, x, x, key_padding_mask=kpm)
     got, got_w = mine(x, x, x, key_padding_mask=kpm)
-    assert torch.isnan(want[1]).all(), "PyTorch's behaviour changed: update the README"
+    assert torch.isnan(want[1]).all(), "PyTorch changed: update attnkit's torch nn docstring"
     # attention output is 0, so the row's output is the output projection's bias
     torch.testing.assert_close(got[1], ref.out_proj.bias.expand(4, 8), rtol=0, atol=0)
     assert (got_w[1] == 0).all()
@@ -329,8 +329,9 @@ def test_module_errors_name_the_problem() -> None:
 
 
 def test_one_d_masks_as_the_readme_table_says() -> None:
-    """README rows (issue 26): a 1-D key_padding_mask is refused by both modules; a 1-D
-    attn_mask (S,) is refused by torch and accepted here, equal to the (1, S) mask."""
+    """Rows of the differences table in attnkit.backends.torch.nn's docstring (issue 26): a
+    1-D key_padding_mask is refused by both modules; a 1-D attn_mask (S,) is refused by
+    torch and accepted here, equal to the (1, S) mask."""
     torch.manual_seed(3)
     mine, theirs = (
         MultiheadAttention(8, 2, batch_first=True),

@@ -14,6 +14,29 @@ at construction, and only when not ``deterministic`` (``model.eval()`` sets it, 
     out = model(x, is_causal=True)                  # x (B, L, 64) -> (B, L, 64)
 
 Shape legend: B batch, L query length, S key length, D ``embed_dim``, Hq/Hkv heads.
+
+Example
+-------
+
+**JAX**: `attnkit.backends.jax.mha.init(key, embed_dim, num_heads, ...)` and
+`mha.apply(params, query, key=None, value=None, **options)` are pure functions: they
+work under `jax.jit` (options static), `jax.grad` and `jax.vmap`. With Flax installed
+(`pip install "attnkit[flax]"`), `attnkit.backends.jax.flax.MultiHeadAttention` is the
+same layer as a `flax.nnx` module, one `nnx.Param` per weight (`q_weight`, ..., in
+PyTorch's layout), dropout from the `rngs`' `dropout` stream unless `model.eval()`;
+`tests/test_flax.py` trains it with `nnx.jit`, `nnx.value_and_grad` and an optax
+`nnx.Optimizer`:
+
+.. code-block:: python
+
+    import jax
+    from flax import nnx
+    from attnkit.backends.jax.flax import MultiHeadAttention
+
+    model = MultiHeadAttention(64, 8, num_kv_heads=2, rope=True, rngs=nnx.Rngs(0))
+    x = jax.random.normal(jax.random.key(1), (2, 10, 64))
+    out = model(x, is_causal=True)  # (2, 10, 64)
+
 """
 
 from __future__ import annotations

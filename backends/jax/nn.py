@@ -26,7 +26,41 @@ Keys beyond ``key_value_seq_lengths`` with no other mask run as a structured
 
 Shape legend: B batch, T query length, S key length, N query heads, K key/value heads,
 H head size.
-"""
+
+Example and differences
+-----------------------
+
+`attnkit.backends.jax.dot_product_attention` is a drop-in for
+`jax.nn.dot_product_attention`: the same signature and (B, T, N, H) layout, `bias` and
+`mask` together, `is_causal`, `query_seq_lengths`/`key_value_seq_lengths`,
+`local_window_size`, GQA from the shapes, `scale`, `return_residual`, with attnkit's
+semantics underneath (`tests/test_jax_nn.py` compares every combination with jax.nn and
+a float64 formula, under `jax.jit` and `jax.grad` too, and checks each row of the table
+below against jax.nn itself). As in jax.nn, `mask` must be bool (an additive mask goes in
+`bias`), `bias` and `mask` may have any rank up to 4, and the residual comes back in the
+inputs' dtype with no gradient through it:
+
+.. code-block:: python
+
+    import jax
+    from attnkit.backends.jax import dot_product_attention  # was: jax.nn.dot_product_attention
+
+    q = jax.random.normal(jax.random.key(0), (2, 128, 8, 64))  # (B, T, N, H)
+    kv = jax.random.normal(jax.random.key(1), (2, 128, 2, 64))  # (B, S, K, H): GQA
+    lengths = jax.numpy.array([128, 70])
+    out = dot_product_attention(q, kv, kv, is_causal=True, key_value_seq_lengths=lengths)
+
+| | `jax.nn.dot_product_attention` | attnkit's drop-in |
+|---|---|---|
+| a row with no key to attend (a window or mask leaving nothing) | the mean of the values (residual about -2.4e38) | 0 (residual -inf) |
+| a query row beyond `query_seq_lengths` | 0 (residual about -2.4e38) | 0 (residual -inf) |
+| float64 inputs (`jax_enable_x64`) | computed at float32 precision (~1e-7 error) | float64 throughout (~1e-16) |
+| value head size | must equal the key's | any (B, S, K, Hv) |
+| NaN or inf in masked keys or values | may reach the output | never |
+| `implementation="cudnn"` | cuDNN's kernel | refused (attnkit computes; `None` and `"xla"` accepted) |
+| keys beyond `key_value_seq_lengths` alone | a dense mask | a structured mask (key blocks past the length never read) |
+
+"""  # noqa: E501
 
 from __future__ import annotations
 

@@ -64,7 +64,8 @@ def _refuse(model: Any, name: str) -> None:
         f"and never calls a registered attention function, so attn_implementation={name!r} "
         f"would be ignored or misread (its mask taken for another kind). Load it with "
         f"attn_implementation={instead!r}; attnkit serves the families that dispatch "
-        f"through transformers' attention interface (README: Hugging Face families)."
+        f"through transformers' attention interface (the families table: "
+        f"help(attnkit.backends.torch.hf))."
     )
 
 

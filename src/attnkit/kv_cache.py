@@ -8,6 +8,28 @@ The cache is a named tuple of arrays, so it is a JAX pytree and can be carried t
 Nothing is modified in place: :func:`append_kv` returns a new cache. Writing at a traced
 offset uses only array-API operations (``take`` + ``where`` over the T slots), which costs
 O(T) per step, the same order as attending over the cache.
+
+Example
+-------
+
+Decoding with :func:`attnkit.multi_head_attention`: :func:`init_kv_cache` makes the cache,
+each call appends its positions and returns the updated cache (a prompt, then one token at
+a time; GQA and RoPE as the layer has them):
+
+.. code-block:: python
+
+    import numpy as np
+    import attnkit as ak
+
+    rng = np.random.default_rng(0)
+    params = ak.init_multi_head_params(64, 8, num_kv_heads=2, rng=rng)  # GQA: 8 query heads, 2 kv
+    prompt = rng.standard_normal((1, 5, 64), dtype=np.float32)
+    opts = dict(num_heads=8, num_kv_heads=2, is_causal=True, rope=ak.Rope())
+    cache = ak.init_kv_cache((1,), 2, 128, 8, like=prompt)  # (batch,), Hkv, max length, E
+    out, _, cache = ak.multi_head_attention(prompt, params=params, cache=cache, **opts)
+    token = rng.standard_normal((1, 1, 64), dtype=np.float32)
+    out, _, cache = ak.multi_head_attention(token, params=params, cache=cache, **opts)
+
 """
 
 from __future__ import annotations

@@ -1,17 +1,40 @@
-"""The plain full-matrix formula (``impl="reference"``), kept for reading and checking.
+"""The attention formula as written on paper: the file to read to learn attention.
 
-This is the textbook attention with the fixes every real implementation needs: masked
-positions are excluded with ``where`` (so NaN or inf scores there cannot leak), rows and
-columns a mask leaves unused are zeroed first (so NaN stored there cannot leak through
-0 * NaN), a row with nothing to attend gives 0 instead of NaN, and 16-bit inputs are
-computed in float32. It materializes the whole (..., L, S) score matrix: fine for
-teaching and verification, not for long sequences (the default is :mod:`attnkit.blocked`).
+::
+
+    out = softmax(q kᵀ · scale + mask) v        q (..., L, E), k (..., S, E), v (..., S, Ev)
+
+:func:`reference_attention` computes exactly this on the whole (..., L, S) score matrix
+(``impl="reference"``), one line per step. What a real call adds is handled after it,
+one helper per concern, so that the formula reads first:
+
+- **dtypes**: 16-bit inputs are computed in float32 (:func:`_operands`).
+- **GQA**: the query's heads are grouped as (Hkv, G), so key and value heads are never
+  copied (:func:`attnkit.problem.gqa_layout`, called by :func:`_operands`).
+- **masks**: ``attn_mask`` is bool (True = may attend) or additive float; causal
+  attention (both alignments), windows, absolute ``q_offset``/``kv_offset`` and every
+  :mod:`attnkit.masks` structure compare positions; both become one bool array of the
+  allowed pairs (:func:`_allowed`). A masked pair is excluded with ``where``, never by
+  adding -inf, so NaN or inf there cannot leak.
+- **the NaN guard**: rows and columns a mask leaves unused are zeroed before the
+  products, and the value product takes nothing from a masked value, so NaN or inf
+  stored there cannot leak through 0 * NaN (:func:`_operands`,
+  :func:`attnkit.masked_operands.weighted_values`).
+- **score_mod**: applied to the scaled scores, before the mask (:func:`_modified`).
+- **empty rows**: :func:`attnkit.softmax.masked_softmax` gives a row with nothing to
+  attend weights 0 and lse -inf, never NaN, so its output is 0.
+- **dropout**: applied to the weights, which are the weights returned (:func:`_dropout`).
+- **weights and lse**: returned with the output; the caller keeps what was asked for.
+
+It materializes the whole score matrix: fine for teaching and verification, not for long
+sequences. The default path is :mod:`attnkit.blocked`, whose
+:func:`attnkit.blocked.block.block_formula` is this formula on one block of query rows.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 from .dropout import apply_dropout
 from .masked_operands import all_finite, allowed_pairs, neutralize, weighted_values
@@ -24,26 +47,72 @@ __all__ = ["reference_attention"]
 
 
 def reference_attention(p: Problem) -> tuple[Any, Any, Any]:
-    """(out (..., L, Ev), weights (..., L, S), lse (..., L)) in the compute dtype and the
-    GQA layout (query heads as (Hkv, G))."""
+    """softmax(q kᵀ · scale + mask) v: (out (..., L, Ev), weights (..., L, S), lse (..., L))
+    in the compute dtype and the GQA layout (query heads as (Hkv, G))."""
+    xp = p.xp
+    o = _operands(p)  # q, k, v in the compute dtype; the mask as allowed pairs
+    scores = (o.q * p.scale) @ xp.matrix_transpose(o.k)  # q kᵀ · scale    (..., L, S)
+    scores = _modified(p, o, scores)  # + score_mod, + the additive mask
+    weights, lse = masked_softmax(xp, scores, o.allowed)  # (..., L, S), (..., L)
+    weights = _dropout(p, weights)
+    out = weights @ o.v if o.finite else weighted_values(p, weights, o.v)  # (..., L, Ev)
+    return out, weights, lse
+
+
+# The flags, one concern each, in the order the formula meets them.
+
+
+class _Operands(NamedTuple):
+    """What the formula reads: q (..., L, E), k (..., S, E), v (..., S, Ev) in the compute
+    dtype and the GQA layout; the additive mask or None; the allowed pairs (..., L, S)
+    (None: every pair); whether q, k, v are known to be finite; the tile of positions."""
+
+    q: Any
+    k: Any
+    v: Any
+    additive: Any
+    allowed: Any
+    finite: bool
+    tile: Tile
+
+
+def _operands(p: Problem) -> _Operands:
+    """Dtypes and GQA (:func:`gqa_layout`), the mask as allowed pairs, and the NaN guard:
+    where some pair is masked and the inputs are not known to be finite (a NaN or inf was
+    found, or the values are traced), the rows and columns no pair uses are zeroed."""
     xp, cd = p.xp, p.compute_dtype
     q, k, v, mask = (x if x is None or x.dtype == cd or x.dtype == xp.bool else xp.astype(x, cd)
                      for x in gqa_layout(p))  # fmt: skip
     additive = None if mask is None or mask.dtype == xp.bool else mask
-    user = mask if additive is None else additive != -math.inf  # bool (True = may attend)
     tile = Tile(xp, p.device, p.geometry, 0, p.L, [(0, p.S)])  # every query and key
-    structure = p.structure.tile(tile) if p.structure is not None and p.L and p.S else None
-    allowed = allowed_pairs(p, tile, structure, user)  # (..., L, S) or None
+    allowed = _allowed(p, tile, mask, additive)  # (..., L, S) or None
     finite = allowed is None or bool(all_finite(p, q, k, v))
     if not finite:
         q, k, v = neutralize(xp, q, k, v, allowed)  # unused rows and columns zeroed
-    scores = (q * p.scale) @ xp.matrix_transpose(k)  # (..., L, S)
+    return _Operands(q, k, v, additive, allowed, finite, tile)
+
+
+def _allowed(p: Problem, tile: Tile, mask: Any, additive: Any) -> Any:
+    """The allowed pairs (..., L, S), or None when every pair is: the structure's pairs
+    (causal in either alignment, windows and :mod:`attnkit.masks`, by absolute position:
+    ``q_offset + i`` against ``kv_offset + j``) AND the user's mask (bool: True = may
+    attend; additive: wherever it is not -inf)."""
+    user = mask if additive is None else additive != -math.inf  # bool (True = may attend)
+    structure = p.structure.tile(tile) if p.structure is not None and p.L and p.S else None
+    return allowed_pairs(p, tile, structure, user)
+
+
+def _modified(p: Problem, o: _Operands, scores: Any) -> Any:
+    """The scaled scores with ``score_mod`` applied, then the additive mask added."""
     if p.score_mod is not None:
-        scores = apply_score_mod(p.score_mod, xp, scores, tile, p.num_heads, p.gqa_groups)
-    if additive is not None:
-        scores = scores + additive
-    weights, lse = masked_softmax(xp, scores, allowed)  # (..., L, S), (..., L)
+        scores = apply_score_mod(p.score_mod, p.xp, scores, o.tile, p.num_heads, p.gqa_groups)
+    if o.additive is not None:
+        scores = scores + o.additive
+    return scores
+
+
+def _dropout(p: Problem, weights: Any) -> Any:
+    """The weights with dropout applied (``dropout_p > 0``), drawn from the call's rng."""
     if p.dropout_p > 0:
         weights = apply_dropout(p, weights, stream=0)
-    out = weights @ v if finite else weighted_values(p, weights, v)  # (..., L, Ev)
-    return out, weights, lse
+    return weights

@@ -8,6 +8,21 @@ and returned in float32); :mod:`attnkit.viz` re-exports :func:`aggregate` and
     one layer           (..., H, L, S)       H heads, L queries, S keys
     a stack of layers   (..., N, H, L, S)    N layers; or a list of N (..., H, L, S)
                                              arrays (Hugging Face ``output_attentions``)
+
+For example, three layers of four heads over five tokens::
+
+    >>> import numpy as np
+    >>> from attnkit.rollout import aggregate, rollout
+    >>> w = np.random.default_rng(0).random((3, 4, 5, 5))  # (N, H, L, L)
+    >>> w = w / w.sum(-1, keepdims=True)  # rows sum to 1, as softmax weights do
+    >>> aggregate(w, over="heads").shape  # the mean over heads, per layer
+    (3, 5, 5)
+    >>> r = rollout(w)  # (L, L): how much each output token draws on each input token
+    >>> r.shape, np.round(r.sum(-1), 6).tolist()
+    ((5, 5), [1.0, 1.0, 1.0, 1.0, 1.0])
+    >>> rollout(w, all_layers=True).shape  # the rollout at every depth
+    (3, 5, 5)
+
 """
 
 from __future__ import annotations

@@ -6,6 +6,26 @@ callable ``f(scores, q_idx, kv_idx, head) -> scores`` over arrays, as FlexAttent
 ``score_mod``: ``scores`` (..., H, Bq, Sk) are the scaled scores of one tile, ``q_idx``
 (Bq, 1) and ``kv_idx`` (1, Sk) absolute positions, ``head`` (H, 1, 1) head indices; all
 broadcast together. The callable must be elementwise (it sees tiles, not whole rows).
+
+For example, ALiBi's slopes, soft-capping and a function of the distance (the first row
+of causal attention sees one key, so no modifier changes it)::
+
+    >>> import numpy as np
+    >>> import attnkit as ak
+    >>> from attnkit import score_mods
+    >>> rng = np.random.default_rng(0)
+    >>> q, k, v = (rng.standard_normal((1, 4, 6, 8)) for _ in range(3))  # 4 heads
+    >>> plain = ak.scaled_dot_product_attention(q, k, v, is_causal=True)
+    >>> alibi = ak.scaled_dot_product_attention(
+    ...     q, k, v, is_causal=True, score_mod=score_mods.alibi(4))
+    >>> alibi.shape, bool(np.allclose(alibi[..., 0, :], plain[..., 0, :]))
+    ((1, 4, 6, 8), True)
+    >>> capped = ak.scaled_dot_product_attention(q, k, v, score_mod=score_mods.softcap(50.0))
+    >>> decay = ak.scaled_dot_product_attention(  # any elementwise function of the score
+    ...     q, k, v, score_mod=lambda s, q_idx, kv_idx, head: s - 0.1 * abs(q_idx - kv_idx))
+    >>> decay.shape
+    (1, 4, 6, 8)
+
 """
 
 from __future__ import annotations

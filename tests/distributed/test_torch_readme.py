@@ -1,5 +1,5 @@
-"""The README's torchrun example runs as pasted (4 gloo processes) and agrees with one
-process."""
+"""The torchrun example of ``attnkit.backends.torch.distributed``'s docstring runs as
+pasted (4 gloo processes) and agrees with one process."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from _readme_blocks import README, script
+from _readme_blocks import TORCH_DISTRIBUTED, script
 
 pytest.importorskip("torch")
 
 
-def test_readme_torchrun_example_runs(tmp_path: Path) -> None:
+def test_torchrun_example_runs(tmp_path: Path) -> None:
     path = tmp_path / "ring_torch.py"
-    path.write_text(script("ring_torch.py"), encoding="utf-8")
-    assert "torchrun --standalone --nproc-per-node=4 ring_torch.py" in README.read_text(
-        encoding="utf-8"
+    path.write_text(script("ring_torch.py", TORCH_DISTRIBUTED), encoding="utf-8")
+    assert "torchrun --standalone --nproc-per-node=4 ring_torch.py" in (
+        TORCH_DISTRIBUTED.read_text(encoding="utf-8")
     )
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
     command = [torchrun] if torchrun else [sys.executable, "-m", "torch.distributed.run"]

@@ -251,8 +251,8 @@ def _add_bench(commands: Any) -> None:
         description="Time attnkit (impl auto and generic) against torch SDPA, FlexAttention, "
         "jax.nn.dot_product_attention and the textbook formula on every installed backend "
         "(batch 1, 8 heads, head size 64, float32, random normal inputs), then print the "
-        "ratio of each performance target (attnkit.app.bench.targets; the README's "
-        "Benchmarks) measured in this run. Window W means query i sees keys "
+        "ratio of each performance target (attnkit.app.bench.targets; a measured run: "
+        "help(attnkit.app.bench)) measured in this run. Window W means query i sees keys "
         "i - W/2 .. i + W/2 (attnkit window=(W//2, W//2)).",
     )
     bench.add_argument(

@@ -10,7 +10,80 @@ through the frameworks' own attention (:mod:`attnkit.app.verify_frameworks`). Th
 vectors are NumPy arrays, read and measured by :mod:`attnkit.app.numpy.golden`;
 every framework is reached through its backend or its package of the application
 (``attnkit.app.<name>``, imported lazily), so this module imports none.
-"""
+
+Reference
+---------
+
+`attnkit verify` runs the golden vectors (14 cases: masks, both causal alignments, GQA,
+windows, rows with nothing to attend, zero length, ranks 2 to 5) through attnkit on every
+installed backend in every dtype it has, and prints the largest error against the
+independent float64 oracle, as a fraction of the conformance matrix's tolerance
+(`64 eps (1 + max|score|) max(1, max|out|)` for float32/64; `8 eps ...` for
+float16/bfloat16, whose inputs are rounded too); exit status 1 if any result exceeds
+it. It then runs the same vectors through every framework attention that is installed,
+in every dtype each takes: PyTorch's `F.scaled_dot_product_attention`,
+`nn.MultiheadAttention` (its computation with identity projections, `need_weights=True`
+as the module's default), FlexAttention in eager mode, `jax.nn.dot_product_attention`,
+and Keras 3's `keras.ops.dot_product_attention` (on JAX unless `KERAS_BACKEND` says
+otherwise) when Keras is installed; and prints a findings table in plain words: which
+framework differs from the exact answer where, by how much, and what attnkit gives
+there. `--json` prints all of it as one JSON document. The vectors ship with the package (`attnkit.app.golden`,
+stored once in `src/attnkit/app/golden/`: `python conformance/make_golden.py` writes them
+and `conformance/test_golden.py` checks them against what it computes) rather than being
+regenerated at run time: the oracle (`conformance/oracle.py`) is not installed, and
+stored vectors check an installation against exactly what the conformance suite checks.
+About 45 s on 2 cores (JAX compiles each shape); `--backend`, `--dtype` and
+`--no-frameworks` narrow it.
+
+::
+
+    attnkit verify: 14 golden vectors, oracle float64
+
+    backend  dtype     vectors  max error  / allowed  worst                     result
+    -------  --------  -------  ---------  ---------  ------------------------  ------
+    numpy    float64   14       8.88e-16   0.007      mask_additive_LS out      ok
+    numpy    float32   14       3.66e-07   0.006      seed_3d_batch4_len10 out  ok
+    numpy    float16   14       1.14e-03   0.019      mask_bool_empty_rows out  ok
+    torch    float64   14       8.88e-16   0.006      rank2_no_heads out        ok
+    torch    float32   14       3.94e-07   0.006      rank5_broadcast_lead out  ok
+    torch    float16   14       1.14e-03   0.019      mask_bool_empty_rows out  ok
+    torch    bfloat16  14       1.86e-02   0.040      gqa_4_over_2 out          ok
+    jax      float64   14       8.88e-16   0.008      seed_3d_batch4_len10 out  ok
+    jax      float32   14       3.66e-07   0.006      seed_3d_batch4_len10 out  ok
+    jax      float16   14       1.14e-03   0.019      mask_bool_empty_rows out  ok
+    jax      bfloat16  14       1.86e-02   0.040      gqa_4_over_2 out          ok
+    strict   float64   14       8.88e-16   0.007      mask_additive_LS out      ok
+    strict   float32   14       3.66e-07   0.006      seed_3d_batch4_len10 out  ok
+
+    The frameworks' own attention on the same vectors, against the oracle (torch SDPA in float64, jax.nn in float32):
+
+    framework   vectors  agree  max error where they agree
+    ----------  -------  -----  --------------------------
+    torch SDPA  14       14     1.11e-15
+    jax.nn      14       12     5.77e-07
+
+    Where they differ:
+      jax.nn  causal_L_gt_S_bottom_right: 10 rows with no key to attend: it gives the mean of the values (uniform weights), the oracle 0
+      jax.nn  mask_bool_empty_rows: 12 rows with no key to attend: it gives the mean of the values (uniform weights), the oracle 0
+
+    How vectors were given to them (what they cannot take as they are):
+      torch SDPA  causal_L_gt_S_bottom_right: causal bottom_right as an explicit bool mask (is_causal is top-left only)
+      torch SDPA  causal_L_lt_S_bottom_right: causal bottom_right as an explicit bool mask (is_causal is top-left only)
+      torch SDPA  window_int_2: window=2 as an explicit bool mask
+      jax.nn  basic_4d: value Ev=6 zero-padded to E=8 columns (jax.nn needs Ev == E)
+      jax.nn  causal_L_gt_S_bottom_right: causal bottom_right as an explicit bool mask (is_causal is top-left only)
+      jax.nn  causal_L_lt_S_bottom_right: causal bottom_right as an explicit bool mask (is_causal is top-left only); value Ev=6 zero-padded to E=8 columns (jax.nn needs Ev == E)
+      jax.nn  causal_square: value Ev=6 zero-padded to E=8 columns (jax.nn needs Ev == E)
+      jax.nn  mask_additive_LS: value Ev=6 zero-padded to E=8 columns (jax.nn needs Ev == E)
+      jax.nn  mask_bool_LS: value Ev=6 zero-padded to E=8 columns (jax.nn needs Ev == E)
+      jax.nn  mask_bool_empty_rows: value Ev=6 zero-padded to E=8 columns (jax.nn needs Ev == E)
+      jax.nn  rank2_no_heads: value Ev=3 zero-padded to E=5 columns (jax.nn needs Ev == E)
+      jax.nn  rank5_broadcast_lead: value Ev=4 zero-padded to E=8 columns (jax.nn needs Ev == E)
+      jax.nn  seed_3d_batch4_len10: value Ev=128 run as 2 chunks of E=64 columns (jax.nn needs Ev == E)
+      jax.nn  window_int_2: window=2 as an explicit bool mask
+      jax.nn  zero_S: value Ev=5 zero-padded to E=8 columns (jax.nn needs Ev == E)
+
+"""  # noqa: E501
 
 from __future__ import annotations
 

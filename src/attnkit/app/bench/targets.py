@@ -1,7 +1,7 @@
 """attnkit's performance targets as data: which measurements each needs, and its verdict line.
 
 This module is where the targets are stated (``attnkit bench --targets`` measures them,
-the README's Benchmarks section shows a run). At :data:`TARGET_SIZES`, batch 1, 8 heads,
+the docstring of :mod:`attnkit.app.bench` shows a run). At :data:`TARGET_SIZES`, batch 1, 8 heads,
 head size 64, float32, W the window's total width::
 
     1  dense torch L=4096       auto / torch SDPA <= 1.05, generic / torch SDPA <= 1.5;
