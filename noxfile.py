@@ -164,6 +164,9 @@ def _shared(session: nox.Session) -> dict[str, str]:
     return {"PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "VIRTUAL_ENV": str(SHARED)}
 
 
+#: Each test session ends with its slowest tests and their times (the suite's budget is
+#: 20 minutes on a 2-core machine; this says where it goes).
+SLOWEST = ("--durations=15",)
 #: XLA's flags for the test sessions: LLVM code generation at -O0, a third of the compile
 #: time of the default -O2 on this CPU, where compiling dominates a test's time. Every
 #: XLA (HLO) pass still runs, so a program computes the same operations in the same
@@ -206,13 +209,13 @@ def tests(session: nox.Session) -> None:
     """Unit tests of the package's own pieces, with every backend installed (two pytest
     workers: most tests are short and single-threaded)."""
     env = _test_env(_shared(session))
-    args = ("pytest", "tests", "-q", "-rs", "-n", "2", "--ignore=tests/distributed")
+    args = ("pytest", "tests", "-q", "-rs", "-n", "2", "--ignore=tests/distributed", *SLOWEST)
     _run(session, env, *args, *session.posargs)
 
 
 def _conformance(session: nox.Session, backend: str, *extra: str, env: dict | None = None) -> None:
     # two pytest workers: most cases are short, single-threaded Python and XLA compiles
-    args = ("pytest", "conformance", "-q", "-n", "2", f"--backend={backend}", *extra)
+    args = ("pytest", "conformance", "-q", "-n", "2", f"--backend={backend}", *SLOWEST, *extra)
     args = (*args, *session.posargs)
     if env is None:
         session.run(*args)
@@ -266,7 +269,7 @@ def distributed_jax(session: nox.Session) -> None:
         session.error("no tests/distributed/test_jax_*.py: nothing to run")
     # two workers: the Explicit/Auto mesh matrix is ~40 short compiles (each worker has
     # its own 4 host devices; the multi-process tests pick free ports)
-    _run(session, env, "pytest", *files, "-q", "-rs", "-n", "2", *session.posargs)
+    _run(session, env, "pytest", *files, "-q", "-rs", "-n", "2", *SLOWEST, *session.posargs)
 
 
 @nox.session(name="distributed-torch", venv_backend="none")
