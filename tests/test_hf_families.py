@@ -3,7 +3,7 @@ refused at load with an attnkit error that names the family and the alternative.
 
 Which of the two is read from the installed transformers, not written here: a family
 whose modeling module calls the registered attention function
-(:func:`attnkit.backends.torch.hf_compat.routes_through_interface`) must run, the others
+(:func:`attnkit.backends.torch.hf.compat.routes_through_interface`) must run, the others
 must be refused. The families table of :mod:`attnkit.backends.torch.hf`'s docstring records
 what each row was checked on; a family that moved between transformers releases fails
 :func:`test_documented_table_is_this_table` with
@@ -32,7 +32,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers reads it: no
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from attnkit.backends.torch import hf, hf_compat  # noqa: E402
+from attnkit.backends.torch import hf  # noqa: E402
+from attnkit.backends.torch.hf import compat as hf_compat  # noqa: E402
 
 import attnkit as ak  # noqa: E402
 
@@ -304,7 +305,7 @@ def test_weights_withheld_by_a_release_warn(family: str, monkeypatch: Any) -> No
     module does with ``output_attentions`` from 5.25, which attnkit now reads from the
     model call), the call warns naming eager rather than returning a silent None."""
     monkeypatch.setattr(
-        "attnkit.backends.torch.hf_attention.weights_requested", lambda *a, **k: False
+        "attnkit.backends.torch.hf.interface.weights_requested", lambda *a, **k: False
     )
     ids, mask = padded("decoder")
     model = build(family, NAME)

@@ -57,7 +57,11 @@ def test_contracts_hold(tmp_path: Path) -> None:
         ("softmax.py", "from .app import cli as _cli\n", "Three layers"),
         ("softmax.py", "import numpy as _np\n", "neither NumPy"),
         ("merge.py", "import torch as _torch\n", "import no framework"),
-        ("backends/torch/nn.py", "from attnkit.backends import jax as _jax\n", "stands alone"),
+        (
+            "backends/torch/nn/__init__.py",
+            "from attnkit.backends import jax as _jax\n",
+            "stands alone",
+        ),
         ("app/verify.py", "import torch as _torch\n", "import no framework"),
         ("app/torch/peers.py", "from attnkit.app.jax import peers as _p\n", "application stands"),
         ("backends/torch/kernels.py", "from attnkit import masks as _masks\n", "leaves"),

@@ -1,5 +1,5 @@
 """The PyTorch modules of attnkit.approx: LinformerAttention, PerformerAttention,
-NystromAttention (``attnkit.backends.torch.nn_approx``).
+NystromAttention (``attnkit.backends.torch.nn.approx``).
 
 They are thin: each must compute exactly what the core function computes with the
 module's own matrices, hold those matrices as parameters or buffers (state_dict, .to,
@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from attnkit.backends.torch.nn_approx import (  # noqa: E402
+from attnkit.backends.torch.nn.approx import (  # noqa: E402
     LinformerAttention,
     NystromAttention,
     PerformerAttention,

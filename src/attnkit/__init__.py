@@ -226,8 +226,8 @@ mask algebra, windows, layouts, array masks); `multi_head*.py`, `rope.py`,
 without importing one: `registry.py` (the package root imports `attnkit.backends`, which
 registers its lookups there, and whether `torch.compile` is tracing: no caches and no
 concrete values then). In the backends: PyTorch's kernels `torch/kernels.py`, its modules
-`torch/nn_*.py` (`nn_fit.py`: autocast, nested tensors, torch's Transformer layers), the
-transformers backend `torch/hf*.py` (`hf_compat.py`: which families it serves); JAX's
+`torch/nn/` (`fit.py`: autocast, nested tensors, torch's Transformer layers), the
+transformers backend `torch/hf/` (`compat.py`: which families it serves); JAX's
 drop-in for `jax.nn.dot_product_attention` `jax/nn.py`, `jax/mha.py`, `jax/flax.py`. Each
 framework's own attention, which `attnkit bench` and `attnkit verify` compare with
 (`peers*.py`), the golden vectors' readers (`numpy/golden*.py`), model capture

@@ -61,7 +61,7 @@ JAX and array-api-strict (float16/bfloat16 computed in float32).
     exact = ak.scaled_dot_product_attention(q, k, v, attn_mask=alive[..., None, :])
     print(np.linalg.norm(out - exact) / np.linalg.norm(exact))  # relative Frobenius error
 
-The same ``w`` on PyTorch gives the same numbers; ``attnkit.backends.torch.nn_approx``'s
+The same ``w`` on PyTorch gives the same numbers; ``attnkit.backends.torch.nn.approx``'s
 ``PerformerAttention(head_dim=64, num_features=256, causal=True, seed=0)`` holds it as a
 buffer.
 
@@ -101,7 +101,7 @@ Semantics:
   A grows about 3.25x per step once converged, and with an ill-conditioned A the exact
   pseudo-inverse amplifies noise: more iterations are not always more accurate. B V and
   F (pinv(A) B V) run through attnkit's blocked exact executor.
-- `attnkit.backends.torch.nn_approx` (re-exported by `attnkit.backends.torch.nn`) has
+- `attnkit.backends.torch.nn.approx` (re-exported by `attnkit.backends.torch.nn`) has
   `LinformerAttention` (projections as parameters), `PerformerAttention` (features as a
   buffer, `redraw_features()`) and `NystromAttention`, with
   `forward(query, key, value, key_padding_mask=None)`; random matrices come from a

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnkit.backends.torch.hf_compat import routes_through_interface
+from attnkit.backends.torch.hf.compat import routes_through_interface
 from attnkit.errors import ParameterError
 
 __all__ = ["CAPTURE_NAME", "Call", "Recording", "Unavailable", "recording", "register", "vectors"]

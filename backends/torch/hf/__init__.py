@@ -49,14 +49,14 @@ the math), and ``softcap`` with ``position_bias`` together (no model defines the
 
 Families: only those whose attention dispatches through transformers' attention interface
 call a registered function; :func:`register` makes transformers refuse the others at load
-(:mod:`attnkit.backends.torch.hf_compat`). The families tested: the table below.
+(:mod:`attnkit.backends.torch.hf.compat`). The families tested: the table below.
 
 Where attnkit differs from eager: a query row with nothing to attend (a left-padding
 row under causal masking) gives output 0 and weights 0; eager gives the mean of the
 values and uniform weights there (its -inf is ``finfo.min``). Every other row is equal.
 
-This module registers; the attention function is ``hf_attention.py``, the mask function
-``hf_mask.py``.
+This module registers; the attention function is ``interface.py``, the mask function
+``masking.py``.
 
 Hugging Face families
 ---------------------
@@ -140,9 +140,9 @@ from typing import Any
 
 from attnkit.errors import ArgumentTypeError, ParameterError
 
-from . import hf_compat
-from .hf_attention import GENERATOR_ATTRIBUTE, HARMLESS_KWARGS, REFUSED_KWARGS, attention
-from .hf_mask import mask
+from . import compat as hf_compat
+from .interface import GENERATOR_ATTRIBUTE, HARMLESS_KWARGS, REFUSED_KWARGS, attention
+from .masking import mask
 
 __all__ = [
     "GENERATOR_ATTRIBUTE",
@@ -161,7 +161,7 @@ def register(name: str = "attnkit") -> str:
     Also makes transformers refuse ``name`` at load for a family whose attention never
     calls a registered function (Bloom, Falcon, DeBERTa-v2, ...: a ParameterError naming
     the family and the implementation to use), and accept ``config.output_attentions``
-    with it (:mod:`attnkit.backends.torch.hf_compat`). Idempotent: registering again
+    with it (:mod:`attnkit.backends.torch.hf.compat`). Idempotent: registering again
     changes nothing. Returns ``name``, for ``attn_implementation=register()``.
     """
     from transformers import AttentionInterface

@@ -25,7 +25,7 @@ from torch import nn
 
 from attnkit import approx
 
-from .nn_sdpa import generator_or_seeded
+from .sdpa import generator_or_seeded
 
 __all__ = ["LinformerAttention", "NystromAttention", "PerformerAttention"]
 

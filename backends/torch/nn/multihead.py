@@ -2,7 +2,7 @@
 
 The math is :func:`attnkit.multi_head_attention` (projections, heads, GQA, RoPE, windows,
 the kv cache); the module holds the ``nn.Parameter``s under torch's names (its
-``state_dict`` loads), converts torch's conventions (:mod:`attnkit.backends.torch.nn_inputs`)
+``state_dict`` loads), converts torch's conventions (:mod:`attnkit.backends.torch.nn.inputs`)
 and draws dropout from a ``torch.Generator``.
 
 Shape legend: B batch, L target length, S source length, D ``embed_dim``, Hq/Hkv heads.
@@ -20,16 +20,16 @@ from attnkit.checks import check_flag
 from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
 from attnkit.multi_head_params import check_heads
 
-from .nn_fit import autocast_dtype, cast_params, from_nested, to_nested
-from .nn_inputs import (
+from .fit import autocast_dtype, cast_params, from_nested, to_nested
+from .inputs import (
     batched_masks,
     check_forward,
     check_torch_mask,
     check_width,
     from_torch_mask,
 )
-from .nn_multihead_params import module_params, reset_parameters
-from .nn_sdpa import dropout_generator
+from .multihead_params import module_params, reset_parameters
+from .sdpa import dropout_generator
 
 __all__ = ["MultiheadAttention"]
 
@@ -155,7 +155,7 @@ class MultiheadAttention(nn.Module):
 
         Under ``torch.autocast`` the inputs and parameters are cast to its dtype, as torch's
         module computes; a nested-tensor query (``nn.TransformerEncoder``'s fast path) is
-        padded, attended and returned nested (:mod:`attnkit.backends.torch.nn_fit`)."""
+        padded, attended and returned nested (:mod:`attnkit.backends.torch.nn.fit`)."""
         if isinstance(query, torch.Tensor) and query.is_nested:
             x, padding, lengths = from_nested(
                 query, key, value, {"key_padding_mask": key_padding_mask, "attn_mask": attn_mask}

@@ -6,11 +6,11 @@ All the math is :func:`attnkit.scaled_dot_product_attention`,
 ``torch.Generator``. They live in one module each and are re-exported here:
 
 ``MultiheadAttention``          the drop-in ``torch.nn.MultiheadAttention``
-                                (``nn_multihead.py``; inputs and masks checked and converted by
-                                ``nn_inputs.py``, torch's layers and autocast: ``nn_fit.py``)
-``ScaledDotProductAttention``   attention over given heads (``nn_sdpa.py``)
+                                (``multihead.py``; inputs and masks checked and converted by
+                                ``inputs.py``, torch's layers and autocast: ``fit.py``)
+``ScaledDotProductAttention``   attention over given heads (``sdpa.py``)
 ``LinformerAttention``, ``PerformerAttention``, ``NystromAttention``
-                                the approximations (``nn_approx.py``)
+                                the approximations (``approx.py``)
 
 Reference
 ---------
@@ -101,9 +101,9 @@ the module) and on JAX (through the functional core under `jax.grad`):
 
 from __future__ import annotations
 
-from .nn_approx import LinformerAttention, NystromAttention, PerformerAttention
-from .nn_multihead import MultiheadAttention
-from .nn_sdpa import ScaledDotProductAttention
+from .approx import LinformerAttention, NystromAttention, PerformerAttention
+from .multihead import MultiheadAttention
+from .sdpa import ScaledDotProductAttention
 
 __all__ = [
     "LinformerAttention",

@@ -14,7 +14,7 @@ from typing import Any
 import attnkit as ak
 from attnkit.errors import ParameterError, ShapeError
 
-from .hf_compat import weights_requested
+from .compat import weights_requested
 
 __all__ = ["GENERATOR_ATTRIBUTE", "HARMLESS_KWARGS", "REFUSED_KWARGS", "attention"]
 

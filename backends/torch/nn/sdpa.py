@@ -2,7 +2,7 @@
 
 The math is :func:`attnkit.scaled_dot_product_attention`; the module holds the options
 and draws dropout from a ``torch.Generator`` (:func:`dropout_generator`, shared with
-``attnkit.backends.torch.nn_multihead``).
+``attnkit.backends.torch.nn.multihead``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import torch
 
 import attnkit as ak
 
-from .nn_sdpa import generator_or_seeded
+from .sdpa import generator_or_seeded
 
 __all__ = ["module_params", "reset_parameters"]
 
