@@ -1,8 +1,9 @@
 """The drop-in ``MultiheadAttention`` inside torch's own machinery
 (``backends/torch/nn/fit.py``): torch's Transformer layers in every mode (train, eval,
 eval + no_grad, where torch takes its native fused layer and nested tensors), whichever
-order the module is swapped in, and ``torch.autocast``. Compared with the same layers holding ``torch.nn.MultiheadAttention``
-with the same weights; tolerances stated per check."""
+order the module is swapped in, and ``torch.autocast``. Compared with the same layers
+holding ``torch.nn.MultiheadAttention`` with the same weights; tolerances stated per
+check."""
 
 from __future__ import annotations
 
