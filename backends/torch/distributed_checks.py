@@ -28,6 +28,7 @@ from attnkit.errors import (
     ShapeError,
 )
 from attnkit.masks import Geometry, Mask
+from attnkit.options import OPTION_NAMES
 from attnkit.ring_plan import Segments, carries_arrays, split_segments
 from attnkit.validation import Problem, default_block_size
 from attnkit.validation import check_call as validate_call
@@ -36,8 +37,9 @@ from .distributed_layout import LAYOUTS, PlacedMask
 
 __all__ = ["Call", "check_call"]
 
-_CORE = ("is_causal", "scale", "enable_gqa", "causal_alignment", "window", "attn_mask",
-         "q_offset", "kv_offset", "impl", "block_size", "score_mod")  # fmt: skip
+#: The core's options a distributed call passes to its pieces (:class:`attnkit.options.Options`)
+_WHOLE_CALL_ONLY = ("dropout_p", "return_weights", "return_lse", "rng")
+_CORE = tuple(n for n in OPTION_NAMES if n not in _WHOLE_CALL_ONLY)
 
 
 @dataclass
@@ -98,7 +100,7 @@ def _check_local(
             )
     if layout not in LAYOUTS:
         raise ParameterError(f"{name}: layout must be one of {LAYOUTS}, got {layout!r}.")
-    unknown = sorted(set(kw) - set(_CORE) - {"dropout_p", "return_weights", "return_lse", "rng"})
+    unknown = sorted(set(kw) - set(OPTION_NAMES))
     if unknown:
         raise ParameterError(
             f"{name} got unknown keyword arguments {unknown}; it takes the core's "

@@ -19,6 +19,7 @@ from .blocked.executor import mapped_run
 from .blocked.pairs import PairPlan, pair_plan
 from .blocked.translated_runs import find_run
 from .masks import Tile, clip_ranges
+from .options import Options
 from .problem import Problem
 from .shapes import broadcast_shapes, prod
 
@@ -100,9 +101,8 @@ def explain(
 ) -> AttentionPlan:
     """The plan of ``scaled_dot_product_attention`` with these arguments (the same ones,
     validated the same way, raising the same errors), without computing attention."""
-    p = validate(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-                 causal_alignment, window, return_weights, return_lse, q_offset, kv_offset,
-                 rng, impl, block_size, score_mod)  # fmt: skip
+    options = Options.of(locals())  # the non-array arguments, by name
+    p = validate(query, key, value, options)
     choice = _dispatch.choose(p)
     heads = prod(p.out_lead)  # the leading dims of the output, (..., Hq)
     itemsize = 8 if p.compute_dtype == p.xp.float64 else 4

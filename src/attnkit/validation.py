@@ -15,6 +15,7 @@ from typing import Any
 from ._validate import validate
 from .blocked.cost import DEFAULT_BLOCK_BUDGET, choose_block_size
 from .errors import ParameterError
+from .options import Options
 from .problem import Problem
 
 __all__ = ["Problem", "check_call", "default_block_size"]
@@ -48,9 +49,8 @@ def check_call(
     ``DTypeError``, ``ParameterError``, ...), naming the argument and the fix; computes
     nothing.
     """
-    return validate(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-                    causal_alignment, window, return_weights, return_lse, q_offset,
-                    kv_offset, rng, impl, block_size, score_mod)  # fmt: skip
+    options = Options.of(locals())  # the non-array arguments, by name
+    return validate(query, key, value, options)
 
 
 def default_block_size(problem: Problem, share: int = 1) -> int:
