@@ -28,9 +28,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import masks
+from ._problem import Problem, caller_layout
 from .blocked import blocked_attention, cost
 from .options import Options
-from .problem import Problem, caller_layout
 from .reference import reference_attention
 from .registry import tracing
 from .vjp import differentiable_attention

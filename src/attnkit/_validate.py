@@ -2,7 +2,7 @@
 
 Everything here runs before any array work and costs microseconds: it reads types,
 shapes, dtypes, namespaces and devices, never values. It returns a
-:class:`attnkit.problem.Problem`, the normalized description the executors work from.
+:class:`attnkit._problem.Problem`, the normalized description the executors work from.
 The checks live in three small modules: plain arguments (:mod:`attnkit.checks`), arrays
 (:mod:`attnkit._validate_arrays`) and the structure (:mod:`attnkit._validate_structure`).
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._problem import Problem
 from ._validate_arrays import check_arrays, check_mask_shape, check_shapes, one_head_broadcast
 from ._validate_structure import check_structure, check_window, foreign_mask, structure_of
 from .checks import (
@@ -23,7 +24,6 @@ from .checks import (
 from .errors import ParameterError
 from .masks import Geometry, Mask
 from .options import Options
-from .problem import Problem
 from .registry import backend_for
 from .score_mods import check_score_mod
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from . import _dispatch
+from ._problem import Problem, caller_layout
 from ._validate import validate
 from .options import Options
-from .problem import Problem, caller_layout
 
 __all__ = [
     "AttentionWithLSE",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _dispatch
+from ._problem import Problem
 from ._validate import validate
 from .blocked.cost import choose_block_size
 from .blocked.executor import mapped_run
@@ -20,7 +21,6 @@ from .blocked.pairs import PairPlan, pair_plan
 from .blocked.translated_runs import find_run
 from .masks import Tile, clip_ranges
 from .options import Options
-from .problem import Problem
 from .shapes import broadcast_shapes, prod
 
 __all__ = ["AttentionPlan", "explain"]

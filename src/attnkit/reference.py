@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ._problem import Problem, gqa_layout
 from .dropout import apply_dropout
 from .masked_operands import all_finite, allowed_pairs, neutralize, weighted_values
 from .masks import Tile
-from .problem import Problem, gqa_layout
 from .score_mods import apply_score_mod
 from .softmax import masked_softmax
 

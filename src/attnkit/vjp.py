@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from ._problem import Problem, caller_layout, gqa_layout
 from ._validate import validate
 from .blocked import blocked_attention, cost
 from .blocked.accumulate import sum_to_shape
@@ -25,7 +26,6 @@ from .blocked.backward import blocked_backward
 from .blocked.operands import prepare_operands
 from .errors import ParameterError, ShapeError
 from .options import Options
-from .problem import Problem, caller_layout, gqa_layout
 from .shapes import broadcast_shapes, describe
 
 __all__ = ["attention_vjp", "backward_from", "differentiable_attention", "forward_saving"]
