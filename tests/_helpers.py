@@ -57,9 +57,9 @@ def printed_int(script: str, *args: str) -> int:
 
 
 def problem(query: Any, key: Any, value: Any, **kwargs: Any) -> Any:
-    """The validated Problem of a call (``attnkit._validate.validate``), keyword arguments
+    """The validated Problem of a call (``attnkit.validation.validate``), keyword arguments
     as in ``scaled_dot_product_attention``."""
-    from attnkit._validate import validate
     from attnkit.options import Options
+    from attnkit.validation import validate
 
     return validate(query, key, value, Options(**kwargs))

@@ -1,6 +1,6 @@
 """The validated description of one attention call, and the grouped-query layout.
 
-Validation (:mod:`attnkit._validate`) turns the caller's arguments into a
+Validation (:mod:`attnkit.validation`) turns the caller's arguments into a
 :class:`Problem`; the executors (:mod:`attnkit.blocked`, :mod:`attnkit.reference`) work
 from it. Its arrays are the caller's, in the caller's layout; the executors regroup the
 query heads for GQA themselves (:func:`gqa_layout`), so a backend's whole-call kernel

@@ -6,8 +6,8 @@ from typing import Any, NamedTuple
 
 from . import _dispatch
 from ._problem import Problem, caller_layout
-from ._validate import validate
 from .options import Options
+from .validation import validate
 
 __all__ = [
     "AttentionWithLSE",

@@ -14,7 +14,6 @@ from typing import Any
 
 from . import _dispatch
 from ._problem import Problem
-from ._validate import validate
 from .blocked.cost import choose_block_size
 from .blocked.executor import mapped_run
 from .blocked.pairs import PairPlan, pair_plan
@@ -22,6 +21,7 @@ from .blocked.translated_runs import find_run
 from .masks import Tile, clip_ranges
 from .options import Options
 from .shapes import broadcast_shapes, prod
+from .validation import validate
 
 __all__ = ["AttentionPlan", "explain"]
 

@@ -18,7 +18,7 @@ __all__ = ["OPTION_NAMES", "Options"]
 
 class Options(NamedTuple):
     """The non-array arguments of an attention call, as the caller passed them
-    (unvalidated: :mod:`attnkit._validate` checks them, once, with the arrays).
+    (unvalidated: :func:`attnkit.validation.validate` checks them, once, with the arrays).
 
     A named tuple rather than a frozen dataclass: as immutable, and built in 0.4 µs
     instead of 2 µs, which a decoding step's call would pay every time.

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._validate import validate
 from .errors import ParameterError, ShapeError
 from .options import Options
 from .shapes import describe
+from .validation import validate
 from .vjp import backward_from
 
 __all__ = ["partial_attention_vjp"]

@@ -19,7 +19,6 @@ from dataclasses import replace
 from typing import Any
 
 from ._problem import Problem, caller_layout, gqa_layout
-from ._validate import validate
 from .blocked import blocked_attention, cost
 from .blocked.accumulate import sum_to_shape
 from .blocked.backward import blocked_backward
@@ -27,6 +26,7 @@ from .blocked.operands import prepare_operands
 from .errors import ParameterError, ShapeError
 from .options import Options
 from .shapes import broadcast_shapes, describe
+from .validation import validate
 
 __all__ = ["attention_vjp", "backward_from", "differentiable_attention", "forward_saving"]
 

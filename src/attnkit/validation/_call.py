@@ -4,28 +4,28 @@ Everything here runs before any array work and costs microseconds: it reads type
 shapes, dtypes, namespaces and devices, never values. It returns a
 :class:`attnkit._problem.Problem`, the normalized description the executors work from.
 The checks live in three small modules: plain arguments (:mod:`attnkit.checks`), arrays
-(:mod:`attnkit._validate_arrays`) and the structure (:mod:`attnkit._validate_structure`).
+(:mod:`._arrays`) and the structure (:mod:`._structure`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._problem import Problem
-from ._validate_arrays import check_arrays, check_mask_shape, check_shapes, one_head_broadcast
-from ._validate_structure import check_structure, check_window, foreign_mask, structure_of
-from .checks import (
+from .._problem import Problem
+from ..checks import (
     check_alignment,
     check_dropout_p,
     check_flag,
     check_int,
     check_scale,
 )
-from .errors import ParameterError
-from .masks import Geometry, Mask
-from .options import Options
-from .registry import backend_for
-from .score_mods import check_score_mod
+from ..errors import ParameterError
+from ..masks import Geometry, Mask
+from ..options import Options
+from ..registry import backend_for
+from ..score_mods import check_score_mod
+from ._arrays import check_arrays, check_mask_shape, check_shapes, one_head_broadcast
+from ._structure import check_structure, check_window, foreign_mask, structure_of
 
 __all__ = ["IMPLS", "validate"]
 
@@ -118,7 +118,3 @@ def validate(query: Any, key: Any, value: Any, options: Options) -> Problem:
         need_lse=return_lse,
         block_size=block_size,
     )
-
-
-#: approx/ validates its own calls with the same array checks.
-_check_arrays, _check_shapes = check_arrays, check_shapes

@@ -6,6 +6,16 @@ call would raise, before any work, and returns the :class:`CallInfo` of the call
 dtypes, the structure of the mask, the block size);
 :func:`default_block_size` is the executor's own choice of query rows per block, with its
 memory budget shared among processes when each holds one shard.
+
+Every check of a call lives in this package, and a call goes through one entry:
+:func:`validate` (``._call``), which the public functions (``scaled_dot_product_attention``,
+``explain``, ``attention_vjp``, ``partial_attention_vjp``, :func:`check_call`) call once
+with ``(query, key, value, options)`` and which checks each argument once, in one pass:
+plain arguments (:mod:`attnkit.checks`), then the arrays (``._arrays``), then the
+structure (``._structure``), returning the executors' private description of the call.
+:func:`attnkit.multi_head_attention` checks its own arguments in ``._multi_head`` before
+it calls the core. A mask checks what it is built from when it is built
+(:mod:`attnkit.masks.validation`), and against the call here.
 """
 
 from __future__ import annotations
@@ -13,11 +23,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._problem import Problem  # noqa: F401  (kept importable: it was exported here)
-from ._validate import validate
-from .blocked.cost import DEFAULT_BLOCK_BUDGET, choose_block_size
-from .errors import ParameterError
-from .options import Options
+from .._problem import Problem  # noqa: F401  (kept importable: it was exported here)
+from ..blocked.cost import DEFAULT_BLOCK_BUDGET, choose_block_size
+from ..errors import ParameterError
+from ..options import Options
+from ._call import validate  # the one entry: (query, key, value, options) -> Problem
 
 __all__ = ["CallInfo", "check_call", "default_block_size"]
 
