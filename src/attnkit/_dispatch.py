@@ -18,7 +18,7 @@ kernel, go straight to the backend's plan for that signature (``Kernels.attentio
 without a mask; the kernel itself, its arguments bound, with one): a decoding loop, a
 padded batch of a transformers model included, pays for its checks and dispatch once.
 Both caches hold at most 64 signatures and no arrays. Nothing is cached while
-``torch.compile`` traces (:func:`attnkit.registry.tracing`).
+``torch.compile`` traces (:func:`attnkit.compiling.tracing`).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any
 from . import masks
 from ._problem import Problem, caller_layout
 from .blocked import blocked_attention, cost
+from .compiling import tracing
 from .options import Options
 from .reference import reference_attention
-from .registry import tracing
 from .vjp import differentiable_attention
 
 __all__ = ["Choice", "attend", "choose", "known_problem", "planned", "signature"]
