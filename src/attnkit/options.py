@@ -63,10 +63,14 @@ class Options(NamedTuple):
         absent ones at their defaults (:func:`attnkit.attention_vjp` has no
         ``return_weights``): the public signatures list the parameters, and this builds
         the options from them without listing them again."""
-        get = arguments.get
-        return cls._make([get(name, default) for name, default in _DEFAULTS])
+        try:  # every option among the arguments (torch.compile traces this; not itemgetter)
+            return _NEW(cls, [arguments[name] for name in OPTION_NAMES])
+        except KeyError:  # some absent: their defaults
+            get = arguments.get
+            return cls._make([get(name, default) for name, default in _DEFAULTS])
 
 
 #: The options' names, in the public signature's order.
 OPTION_NAMES: tuple[str, ...] = Options._fields
 _DEFAULTS = tuple(Options._field_defaults.items())
+_NEW = tuple.__new__
