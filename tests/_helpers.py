@@ -57,14 +57,9 @@ def printed_int(script: str, *args: str) -> int:
 
 
 def problem(query: Any, key: Any, value: Any, **kwargs: Any) -> Any:
-    """The validated Problem of a call (``attnkit._validate.validate``), keyword arguments
+    """The validated Problem of a call (``attnkit.validation.validate``), keyword arguments
     as in ``scaled_dot_product_attention``."""
-    from attnkit._validate import validate
+    from attnkit.options import Options
+    from attnkit.validation import validate
 
-    args: dict[str, Any] = dict(
-        attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
-        causal_alignment="top_left", window=None, return_weights=False, return_lse=False,
-        q_offset=0, kv_offset=0, rng=None, impl="auto", block_size=None, score_mod=None,
-    )  # fmt: skip
-    args.update(kwargs)
-    return validate(query, key, value, **args)
+    return validate(query, key, value, Options(**kwargs))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _helpers import problem
 
 import attnkit
 from attnkit import validation
@@ -39,18 +40,24 @@ def test_check_call_raises_the_calls_own_errors() -> None:
         assert str(from_check.value) == str(from_call.value), change
 
 
-def test_check_call_returns_the_problem() -> None:
+def test_check_call_returns_the_call_info() -> None:
     rng = np.random.default_rng()
     q, k, v = _qkv(rng, 32, 48)
     p = validation.check_call(q, k, v, is_causal=True, causal_alignment="bottom_right")
-    assert isinstance(p, validation.Problem)
-    assert (p.L, p.S) == (32, 48)
+    assert isinstance(p, validation.CallInfo)
+    assert (p.L, p.S, p.Ev, p.out_lead, p.num_heads, p.gqa_groups) == (32, 48, 64, (1, 8), 8, 1)
+    assert p.dtype == p.compute_dtype == np.float32
+    assert p.scale == 1 / 8 and p.block_size is None
+    assert p.structure == attnkit.masks.causal("bottom_right")
 
 
 def test_default_block_size_is_the_executors_choice() -> None:
     rng = np.random.default_rng()
-    p = validation.check_call(*_qkv(rng))
-    assert validation.default_block_size(p) == cost.choose_block_size(p, p.out_lead)
+    qkv = _qkv(rng)
+    p = problem(*qkv)
+    assert validation.default_block_size(validation.check_call(*qkv)) == cost.choose_block_size(
+        p, p.out_lead
+    )
 
 
 def test_default_block_size_shares_the_budget() -> None:

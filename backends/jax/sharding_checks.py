@@ -12,6 +12,7 @@ from typing import Any
 
 from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
 from attnkit.masks import Mask
+from attnkit.options import OPTION_NAMES
 from attnkit.ring_plan import carries_arrays, split_segments
 
 __all__ = [
@@ -25,11 +26,9 @@ __all__ = [
     "spec_text",
 ]
 
-#: The core's keyword arguments a sharded call passes through to each piece.
-SUPPORTED_KWARGS = frozenset(
-    {"attn_mask", "is_causal", "scale", "enable_gqa", "causal_alignment", "window",
-     "q_offset", "kv_offset", "impl", "block_size", "score_mod", "dropout_p"}
-)  # fmt: skip
+#: The core's keyword arguments a sharded call passes through to each piece: its options
+#: (:class:`attnkit.options.Options`) but the ones only a whole call can honour.
+SUPPORTED_KWARGS = frozenset(OPTION_NAMES) - {"return_weights", "return_lse", "rng"}
 
 
 def check_mesh_axis(mesh: Any, axis: Any, fn: str) -> int:

@@ -28,29 +28,31 @@ from attnkit.errors import (
     ShapeError,
 )
 from attnkit.masks import Geometry, Mask
+from attnkit.options import OPTION_NAMES
 from attnkit.ring_plan import Segments, carries_arrays, split_segments
-from attnkit.validation import Problem, default_block_size
+from attnkit.validation import CallInfo, default_block_size
 from attnkit.validation import check_call as validate_call
 
 from .distributed_layout import LAYOUTS, PlacedMask
 
 __all__ = ["Call", "check_call"]
 
-_CORE = ("is_causal", "scale", "enable_gqa", "causal_alignment", "window", "attn_mask",
-         "q_offset", "kv_offset", "impl", "block_size", "score_mod")  # fmt: skip
+#: The core's options a distributed call passes to its pieces (:class:`attnkit.options.Options`)
+_WHOLE_CALL_ONLY = ("dropout_p", "return_weights", "return_lse", "rng")
+_CORE = tuple(n for n in OPTION_NAMES if n not in _WHOLE_CALL_ONLY)
 
 
 @dataclass
 class Call:
     """A checked distributed call: ``rank``/``world`` in ``group``, the global lengths
-    L and S, and the core's :class:`attnkit.problem.Problem` of the local shard."""
+    L and S, and the core's :class:`attnkit.validation.CallInfo` of the local shard."""
 
     group: Any
     rank: int
     world: int
     L: int
     S: int
-    local: Problem
+    local: CallInfo
     kwargs: dict[str, Any]
     segments: Segments | None = None  # the ring's segment ids (this shard's), if any
 
@@ -88,8 +90,8 @@ def check_call(
 
 def _check_local(
     name: str, q: Any, k: Any, v: Any, group: Any, world: int, layout: str, kw: dict[str, Any]
-) -> tuple[Problem, Segments | None, Any]:
-    """The local shard's Problem, the ring's segment ids (None without) and the rest
+) -> tuple[CallInfo, Segments | None, Any]:
+    """The local shard's CallInfo, the ring's segment ids (None without) and the rest
     of ``attn_mask`` (the whole mask for Ulysses), all checked."""
     for arg, x in (("query", q), ("key", k), ("value", v)):
         if not isinstance(x, torch.Tensor):
@@ -98,7 +100,7 @@ def _check_local(
             )
     if layout not in LAYOUTS:
         raise ParameterError(f"{name}: layout must be one of {LAYOUTS}, got {layout!r}.")
-    unknown = sorted(set(kw) - set(_CORE) - {"dropout_p", "return_weights", "return_lse", "rng"})
+    unknown = sorted(set(kw) - set(OPTION_NAMES))
     if unknown:
         raise ParameterError(
             f"{name} got unknown keyword arguments {unknown}; it takes the core's "

@@ -211,9 +211,11 @@ on a deliberately violating import):
                      standard library and array_api_compat only
 
 Where each concept lives: the public function `attention.py` (contract, then
-`_validate.validate`, `_dispatch.attend`, finish); checks of plain arguments `checks.py`,
-of arrays `_validate_arrays.py`, of masks `_validate_structure.py`; the validated call
-`problem.py`; the choice of path and the caches of repeated calls `_dispatch.py`
+`validation.validate`, `_dispatch.attend`, finish); the call's options `options.py`; every
+check in `validation/` (one entry, `validate`: plain arguments from `checks.py`, arrays
+`_arrays.py`, masks `_structure.py`; multi-head's `_multi_head.py`); the validated call
+`_problem.py`; what `torch.compile` needs, in one place, `compiling.py`; the choice of
+path and the caches of repeated calls `_dispatch.py`
 (`explain.py` prints it); the executor `blocked/` (`executor.py` the loop over query
 blocks, `block.py` the per-block formula and its exact variants, `tiles.py`,
 `operands.py`, `shortcuts.py`, `cost.py` the block size, `translated_runs.py` a window's
@@ -224,8 +226,7 @@ wraps); the plain formula `reference.py` (the file to read first); the NaN guard
 mask algebra, windows, layouts, array masks); `multi_head*.py`, `rope.py`,
 `kv_cache.py`, `score_mods.py`, `approx/`, `rollout.py`. How the math finds a backend
 without importing one: `registry.py` (the package root imports `attnkit.backends`, which
-registers its lookups there, and whether `torch.compile` is tracing: no caches and no
-concrete values then). In the backends: PyTorch's kernels `torch/kernels.py`, its modules
+registers its lookups there). In the backends: PyTorch's kernels `torch/kernels.py`, its modules
 `torch/nn/` (`fit.py`: autocast, nested tensors, torch's Transformer layers), the
 transformers backend `torch/hf/` (`compat.py`: which families it serves); JAX's
 drop-in for `jax.nn.dot_product_attention` `jax/nn.py`, `jax/mha.py`, `jax/flax.py`. Each
@@ -258,6 +259,10 @@ may not import the application, so they cannot forward):
 | the module functions of `attnkit.backends.<name>` | methods of `attnkit.backends.load(name)`, a `Backend` |
 | `attnkit.masks` (one module), `attnkit._shapes` | `attnkit.masks` (a package, the same names), `attnkit.shapes` |
 | `attnkit.backends.{numpy,torch,jax}.peers*`, `attnkit.backends.numpy.golden*`, `attnkit.backends.torch.capture*`, `.minilm_qkv`, `.distributed_bench`, `attnkit.backends.jax.sharding_bench` | the same module names under `attnkit.app.{numpy,torch,jax}` (e.g. `attnkit.app.torch.capture`, `python -m attnkit.app.jax.sharding_bench`) |
+| `attnkit.validation` (a module), `attnkit._validate`, `._validate_arrays`, `._validate_structure`, `._mha_validate` | the package `attnkit.validation` (`check_call`, `CallInfo`, `default_block_size` public as before; `_call`, `_arrays`, `_structure`, `_multi_head`) |
+| `attnkit.problem.Problem` (returned by `check_call`) | `attnkit._problem` (private; `attnkit.problem` re-exports it); `check_call` returns the public `attnkit.validation.CallInfo` |
+| the call's 18 parameters passed positionally inside | one `attnkit.options.Options`, built once by each public function |
+| `torch.compile`'s accommodations in registry, dispatch, cost and masks | `attnkit.compiling` |
 | `attnkit.backends.Backend`'s one docstring | `attnkit.backends.protocol`: `MathBackend` and `ToolBackend`; `Backend` is both, under the same name |
 
 The old paths are gone (a math or backend module may not import the application, so

@@ -18,7 +18,7 @@ kernel, go straight to the backend's plan for that signature (``Kernels.attentio
 without a mask; the kernel itself, its arguments bound, with one): a decoding loop, a
 padded batch of a transformers model included, pays for its checks and dispatch once.
 Both caches hold at most 64 signatures and no arrays. Nothing is cached while
-``torch.compile`` traces (:func:`attnkit.registry.tracing`).
+``torch.compile`` traces (:func:`attnkit.compiling.tracing`).
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import masks
+from ._problem import Problem, caller_layout
 from .blocked import blocked_attention, cost
-from .problem import Problem, caller_layout
+from .compiling import tracing
+from .options import Options
 from .reference import reference_attention
-from .registry import tracing
 from .vjp import differentiable_attention
 
 __all__ = ["Choice", "attend", "choose", "known_problem", "planned", "signature"]
@@ -56,88 +57,59 @@ class Choice:
     declined: list[str] = field(default_factory=list)
 
 
-def signature(
-    query: Any,
-    key: Any,
-    value: Any,
-    is_causal: Any,
-    scale: Any,
-    enable_gqa: Any,
-    causal_alignment: Any,
-    q_offset: Any,
-    kv_offset: Any,
-    impl: Any,
-    mask: Any = None,
-) -> tuple[Any, ...] | None:
+def signature(query: Any, key: Any, value: Any, o: Options) -> tuple[Any, ...] | None:
     """What decides a plain call's validation, or None where it cannot be told cheaply
     (types other than the exact builtins, arrays without a ``device`` attribute such as
     JAX tracers, a mask of another type or of fewer than two axes): such calls are
     validated in full every time."""
-    t = type(query)
+    t, mask = type(query), o.attn_mask
     if mask is not None and (type(mask) is not t or len(mask.shape) < 2):
         return None
     if not (
         type(key) is t
         and type(value) is t
-        and type(is_causal) is bool
-        and type(enable_gqa) is bool
-        and (scale is None or type(scale) is float)
-        and type(q_offset) is int
-        and type(kv_offset) is int
-        and type(impl) is str
-        and type(causal_alignment) is str
+        and type(o.is_causal) is bool
+        and type(o.enable_gqa) is bool
+        and (o.scale is None or type(o.scale) is float)
+        and type(o.q_offset) is int
+        and type(o.kv_offset) is int
+        and type(o.impl) is str
+        and type(o.causal_alignment) is str
     ):
         return None
     try:
         # shapes as they come: tuples, or torch.Size (a tuple subclass, hashed alike)
         masked = () if mask is None else (mask.shape, mask.dtype, mask.device)
         return (t, query.shape, key.shape, value.shape, query.dtype, key.dtype, value.dtype,
-                query.device, key.device, value.device, is_causal, scale, enable_gqa,
-                causal_alignment, q_offset, kv_offset, impl, *masked)  # fmt: skip
+                query.device, key.device, value.device, o.is_causal, o.scale, o.enable_gqa,
+                o.causal_alignment, o.q_offset, o.kv_offset, o.impl, *masked)  # fmt: skip
     except (AttributeError, TypeError, RuntimeError, ValueError):  # tracers, unhashable
         return None
 
 
 def planned(
-    query: Any,
-    key: Any,
-    value: Any,
-    attn_mask: Any,
-    dropout_p: Any,
-    is_causal: Any,
-    scale: Any,
-    enable_gqa: Any,
-    causal_alignment: Any,
-    window: Any,
-    return_weights: Any,
-    return_lse: Any,
-    q_offset: Any,
-    kv_offset: Any,
-    impl: Any,
-    block_size: Any,
-    score_mod: Any,
+    query: Any, key: Any, value: Any, options: Options
 ) -> tuple[Any, tuple[Any, ...] | None]:
     """``(out, sig)``: the output where a plain call's signature has a plan that computed
     it (else None), and the call's signature (None unless the call is plain)."""
+    o = options
     if (
-        window is not None
-        or score_mod is not None
-        or block_size is not None
-        or return_weights is not False
-        or return_lse is not False
-        or type(dropout_p) not in (float, int)
-        or dropout_p != 0
+        o.window is not None
+        or o.score_mod is not None
+        or o.block_size is not None
+        or o.return_weights is not False
+        or o.return_lse is not False
+        or type(o.dropout_p) not in (float, int)
+        or o.dropout_p != 0
         or tracing()  # torch.compile: no caches in the graph
     ):
         return None, None
-    sig = signature(query, key, value, is_causal, scale, enable_gqa,
-                    causal_alignment, q_offset, kv_offset, impl, attn_mask)  # fmt: skip
+    sig = signature(query, key, value, o)
     plan = None if sig is None else _PLANS.get(sig)
     if plan is None:
         return None, sig
-    return (
-        plan(query, key, value) if attn_mask is None else plan(query, key, value, attn_mask)
-    ), sig
+    mask = o.attn_mask
+    return (plan(query, key, value) if mask is None else plan(query, key, value, mask)), sig
 
 
 def known_problem(

@@ -14,7 +14,6 @@ from array_api_compat import array_namespace
 from array_api_compat import device as _device
 
 from . import masks as _masks
-from ._mha_validate import HeadShapes
 from .errors import (
     ArgumentTypeError,
     DeviceMismatchError,
@@ -24,6 +23,7 @@ from .errors import (
     ShapeError,
 )
 from .shapes import broadcast_shapes, describe, type_name
+from .validation._multi_head import HeadShapes
 
 __all__ = ["and_mask", "check_masks", "combine_masks"]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from . import _dispatch
-from ._validate import validate
-from .problem import Problem, caller_layout
+from ._problem import Problem, caller_layout
+from .options import Options
+from .validation import validate
 
 __all__ = [
     "AttentionWithLSE",
@@ -150,17 +151,13 @@ def scaled_dot_product_attention(
         DeviceMismatchError, ParameterError (``ValueError``/``TypeError`` subclasses),
         before any work, naming the argument, its shape and the fix.
     """
-    out, sig = _dispatch.planned(query, key, value, attn_mask, dropout_p, is_causal, scale,
-                                 enable_gqa, causal_alignment, window, return_weights,
-                                 return_lse, q_offset, kv_offset, impl, block_size,
-                                 score_mod)  # fmt: skip
+    options = Options.of(locals())  # the non-array arguments, by name
+    out, sig = _dispatch.planned(query, key, value, options)
     if out is not None:  # a plain call of a signature seen before, straight to its kernel
         return out
     problem = _dispatch.known_problem(sig, query, key, value, attn_mask) or validate(
-        query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-        causal_alignment, window, return_weights, return_lse, q_offset, kv_offset, rng,
-        impl, block_size, score_mod,
-    )  # fmt: skip
+        query, key, value, options
+    )
     out, weights, lse = _dispatch.attend(problem, sig)
     return _finish(problem, out, weights, lse)
 

@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _dispatch
-from ._validate import validate
+from ._problem import Problem
 from .blocked.cost import choose_block_size
 from .blocked.executor import mapped_run
 from .blocked.pairs import PairPlan, pair_plan
 from .blocked.translated_runs import find_run
 from .masks import Tile, clip_ranges
-from .problem import Problem
+from .options import Options
 from .shapes import broadcast_shapes, prod
+from .validation import validate
 
 __all__ = ["AttentionPlan", "explain"]
 
@@ -100,9 +101,8 @@ def explain(
 ) -> AttentionPlan:
     """The plan of ``scaled_dot_product_attention`` with these arguments (the same ones,
     validated the same way, raising the same errors), without computing attention."""
-    p = validate(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-                 causal_alignment, window, return_weights, return_lse, q_offset, kv_offset,
-                 rng, impl, block_size, score_mod)  # fmt: skip
+    options = Options.of(locals())  # the non-array arguments, by name
+    p = validate(query, key, value, options)
     choice = _dispatch.choose(p)
     heads = prod(p.out_lead)  # the leading dims of the output, (..., Hq)
     itemsize = 8 if p.compute_dtype == p.xp.float64 else 4

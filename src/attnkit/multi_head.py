@@ -55,12 +55,12 @@ from array_api_compat import array_namespace
 from array_api_compat import device as _device
 
 from ._mha_masks import and_mask, check_masks, combine_masks
-from ._mha_validate import check_call, check_inputs
 from .attention import scaled_dot_product_attention
 from .kv_cache import KVCache, append_kv, cache_mask
 from .masks import window_sides
 from .multi_head_params import MultiHeadParams
 from .rope import Rope, apply_rope
+from .validation._multi_head import check_call, check_inputs
 
 __all__ = ["MultiHeadOutput", "MultiHeadParams", "multi_head_attention"]
 

@@ -18,11 +18,11 @@ from typing import Any
 from array_api_compat import array_namespace
 
 from ._mha_masks import check_masks, combine_masks
-from ._mha_validate import check_call, check_inputs
 from .errors import ParameterError, ShapeError
 from .multi_head import _heads, _linear, _merge_heads
 from .multi_head_params import MultiHeadParams
 from .shapes import describe
+from .validation._multi_head import check_call, check_inputs
 from .vjp import attention_vjp
 
 __all__ = ["multi_head_attention_vjp"]

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._validate import validate
 from .errors import ParameterError, ShapeError
+from .options import Options
 from .shapes import describe
+from .validation import validate
 from .vjp import backward_from
 
 __all__ = ["partial_attention_vjp"]
@@ -61,9 +62,7 @@ def partial_attention_vjp(
     :mod:`attnkit.masks` structures apply by absolute position. Formula: the module's
     docstring. A float (additive) ``attn_mask`` is refused here (no d_mask is returned).
     """
-    p = validate(query, key, value, attn_mask, 0.0, is_causal, scale, enable_gqa,
-                 causal_alignment, window, False, False, q_offset, kv_offset, None, impl,
-                 block_size, score_mod)  # fmt: skip
+    p = validate(query, key, value, Options.of(locals()))  # no dropout, weights or lse
     if p.mask is not None and not p.mask_is_bool:
         raise ParameterError(
             "partial_attention_vjp takes bool or structured masks only, got a float "

@@ -10,7 +10,7 @@ one helper per concern, so that the formula reads first:
 
 - **dtypes**: 16-bit inputs are computed in float32 (:func:`_operands`).
 - **GQA**: the query's heads are grouped as (Hkv, G), so key and value heads are never
-  copied (:func:`attnkit.problem.gqa_layout`, called by :func:`_operands`).
+  copied (:func:`attnkit._problem.gqa_layout`, called by :func:`_operands`).
 - **masks**: ``attn_mask`` is bool (True = may attend) or additive float; causal
   attention (both alignments), windows, absolute ``q_offset``/``kv_offset`` and every
   :mod:`attnkit.masks` structure compare positions; both become one bool array of the
@@ -36,10 +36,10 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from ._problem import Problem, gqa_layout
 from .dropout import apply_dropout
 from .masked_operands import all_finite, allowed_pairs, neutralize, weighted_values
 from .masks import Tile
-from .problem import Problem, gqa_layout
 from .score_mods import apply_score_mod
 from .softmax import masked_softmax
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .compiling import register_tracing, tracing
+
 __all__ = ["backend_for", "backend_for_rng", "backend_named", "register_backends", "tracing"]
 
 _LOOKUPS: dict[str, Callable[[Any], Any]] = {}
-_TRACING: list[Callable[[], bool]] = []
 _FOUND: dict[int, Any] = {}  # id(namespace) -> its backend: a lookup per call costs microseconds
 
 
@@ -30,15 +31,8 @@ def register_backends(
     """Install the lookups: a namespace's backend, a generator's, a backend by name, and
     whether a framework is tracing the call right now (``torch.compile``)."""
     _LOOKUPS.update(namespace=for_namespace, rng=for_rng, name=named)
-    _TRACING[:] = [] if tracing is None else [tracing]
+    register_tracing(tracing)  # attnkit.compiling: what the math does for torch.compile
     _FOUND.clear()
-
-
-def tracing() -> bool:
-    """Whether a framework's compiler is tracing this call (``torch.compile``): no
-    concrete values then, and no Python caches (they would be baked into the graph).
-    (Tracers of ``jax.jit`` show in the arrays themselves.)"""
-    return bool(_TRACING) and _TRACING[0]()
 
 
 def _lookup(kind: str) -> Callable[[Any], Any]:

@@ -11,7 +11,7 @@ __all__ = ["broadcast_shapes", "describe", "prod", "type_name"]
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
     """The array-API broadcast of ``shapes``, or None when they do not broadcast."""
     ndim = 0
-    for shape in shapes:  # a loop, not max(genexpr): torch.compile traces it
+    for shape in shapes:  # a loop, not max(genexpr): torch.compile traces it (attnkit.compiling)
         ndim = len(shape) if len(shape) > ndim else ndim
     out = [1] * ndim
     for shape in shapes:

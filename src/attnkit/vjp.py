@@ -132,14 +132,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ._validate import validate
+from ._problem import Problem, caller_layout, gqa_layout
 from .blocked import blocked_attention, cost
 from .blocked.accumulate import sum_to_shape
 from .blocked.backward import blocked_backward
 from .blocked.operands import prepare_operands
 from .errors import ParameterError, ShapeError
-from .problem import Problem, caller_layout, gqa_layout
+from .options import Options
 from .shapes import broadcast_shapes, describe
+from .validation import validate
 
 __all__ = ["attention_vjp", "backward_from", "differentiable_attention", "forward_saving"]
 
@@ -188,9 +189,8 @@ def attention_vjp(
     ``vjp`` may be called several times (each call recomputes from the saved output and
     lse). It does not record gradients in a framework's autodiff: it returns arrays.
     """
-    p = validate(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-                 causal_alignment, window, False, False, q_offset, kv_offset, rng, impl,
-                 block_size, score_mod)  # fmt: skip
+    options = Options.of(locals())  # the non-array arguments, by name
+    p = validate(query, key, value, options)
     replay = p.backend.replay_rng(p.rng) if p.dropout_p > 0 else None
     result, saved = forward_saving(p)
 

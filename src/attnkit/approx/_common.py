@@ -20,7 +20,6 @@ from typing import Any
 import array_api_compat as aac
 
 from .. import masks
-from .._validate import _check_arrays, _check_shapes
 from ..checks import check_scale
 from ..errors import (
     ArgumentTypeError,
@@ -30,6 +29,8 @@ from ..errors import (
     ShapeError,
 )
 from ..shapes import broadcast_shapes, describe
+from ..validation._arrays import check_arrays as _check_arrays
+from ..validation._arrays import check_shapes as _check_shapes
 
 __all__ = [
     "Operands",

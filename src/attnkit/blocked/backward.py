@@ -35,9 +35,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._problem import Problem
 from ..dropout import keep_pattern
 from ..masked_operands import neutralize
-from ..problem import Problem
 from ..score_mods import apply_score_mod, score_mod_derivative
 from .accumulate import SegmentSums, sum_to_shape
 from .executor import mapped_run

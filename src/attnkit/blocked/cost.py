@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .._problem import Problem
+from ..compiling import static_int
 from ..masks import clip_ranges
-from ..problem import Problem
 from ..shapes import prod
 
 __all__ = [
@@ -65,7 +66,7 @@ def choose_block_size(
     (``block_held_scores(rows, width, heads)``) that many, and at least one head's
     Bq x Sk (the block's mask). ``kernels``: the backend's kernels the executor uses.
     """
-    heads = max(1, int(prod(lead)))  # a Python int (specialized under torch.compile)
+    heads = max(1, static_int(prod(lead)))  # attnkit.compiling, item 4
     held = None if kernels is None else kernels.block_held_scores
     per_head = 0 if kernels is None else kernels.block_overhead_per_head
     base = p.backend.block_overhead_elements or BLOCK_OVERHEAD_ELEMENTS
@@ -122,7 +123,7 @@ def graph_block_size(p: Problem) -> int:
     """Query rows per block for a fallback traced into a graph: the power of two that
     covers L in GRAPH_BLOCKS blocks, halved (down to 16) while a block would hold more
     than GRAPH_BLOCK_BUDGET score elements (rows x S x heads)."""
-    heads = max(1, int(prod(tuple(p.query.shape[:-2]))))
+    heads = max(1, static_int(prod(tuple(p.query.shape[:-2]))))
     rows = 16
     while rows * GRAPH_BLOCKS < p.L:
         rows *= 2

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ..problem import Problem
+from .._problem import Problem
 from ..shapes import broadcast_shapes
 from . import cost
 from .block import attend_block, attend_tile, block_values
@@ -29,7 +29,7 @@ __all__ = ["blocked_attention", "mapped_run"]
 
 def blocked_attention(p: Problem, kernels: Any = None) -> tuple[Any, Any, Any]:
     """Attention over all rows: (out (..., L, Ev), weights (..., L, S) or None, lse (..., L))
-    in the compute dtype and the GQA layout (:func:`attnkit.problem.gqa_layout`).
+    in the compute dtype and the GQA layout (:func:`attnkit._problem.gqa_layout`).
 
     ``kernels``: the backend's :class:`attnkit.backends.Kernels` to use for blocks and
     runs, or None (the array-API arithmetic only: ``impl="generic"``). Without weights

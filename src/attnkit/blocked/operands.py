@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .._problem import Problem, gqa_layout
 from ..masked_operands import all_finite
-from ..problem import Problem, gqa_layout
 from ..shapes import broadcast_shapes
 from .shortcuts import scores_bounded
 

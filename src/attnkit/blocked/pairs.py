@@ -32,10 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .._problem import Problem
 from ..masked_operands import allowed_pairs
 from ..masks import Tile, clip_ranges
 from ..merge import merge_packed
-from ..problem import Problem
 from ..shapes import broadcast_shapes, prod
 from . import cost
 from .block import attend_tile, block_values

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .._problem import Problem
 from ..masked_operands import allowed_pairs
 from ..masks import Tile, clip_ranges
-from ..problem import Problem
 from .operands import Prepared
 
 __all__ = ["block_plan", "block_tile", "kernel_mask", "scatter_columns", "select_rows"]

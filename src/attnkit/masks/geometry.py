@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..compiling import lazy_attribute  # traceable by torch.compile
+
 __all__ = [
     "Geometry",
     "Ranges",
@@ -18,25 +20,6 @@ __all__ = [
     "intersect_ranges",
     "merge_ranges",
 ]
-
-
-class _cached:
-    """A lock-free ``functools.cached_property`` (Python 3.11's takes an RLock, which
-    ``torch.compile`` cannot trace): computed on first access, then kept in the
-    instance's ``__dict__``, which shadows this non-data descriptor."""
-
-    def __init__(self, fn: Any) -> None:
-        self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is None:
-            return self
-        value = self.fn(obj)
-        obj.__dict__[self.name] = value
-        return value
 
 
 Ranges = list[tuple[int, int]]
@@ -63,11 +46,11 @@ class Tile:
     q_hi: int
     ranges: Ranges
 
-    @_cached
+    @lazy_attribute
     def q_index(self) -> Any:  # (Bq, 1) local row indices
         return self.xp.arange(self.q_lo, self.q_hi, device=self.device)[:, None]
 
-    @_cached
+    @lazy_attribute
     def k_index(self) -> Any:  # (1, Sk) local column indices of the selected ranges
         xp = self.xp
         parts = [xp.arange(lo, hi, device=self.device) for lo, hi in self.ranges]
@@ -78,7 +61,7 @@ class Tile:
         shift = g.S - g.L if alignment == "bottom_right" else 0
         return self.q_index + (g.q_offset + shift)
 
-    @_cached
+    @lazy_attribute
     def k_pos(self) -> Any:
         return self.k_index + self.geometry.kv_offset
 

@@ -11,8 +11,8 @@ from typing import Any, NamedTuple
 from array_api_compat import array_namespace
 from array_api_compat import device as _device
 
-from .checks import check_flag
-from .errors import (
+from ..checks import check_flag
+from ..errors import (
     ArgumentTypeError,
     DeviceMismatchError,
     DTypeError,
@@ -20,10 +20,10 @@ from .errors import (
     ParameterError,
     ShapeError,
 )
-from .kv_cache import KVCache
-from .multi_head_params import MultiHeadParams, check_heads
-from .rope import Rope, check_positions
-from .shapes import broadcast_shapes, describe, type_name
+from ..kv_cache import KVCache
+from ..multi_head_params import MultiHeadParams, check_heads
+from ..rope import Rope, check_positions
+from ..shapes import broadcast_shapes, describe, type_name
 
 __all__ = ["HeadShapes", "check_call", "check_inputs"]
 

@@ -2,56 +2,44 @@
 
 Everything here runs before any array work and costs microseconds: it reads types,
 shapes, dtypes, namespaces and devices, never values. It returns a
-:class:`attnkit.problem.Problem`, the normalized description the executors work from.
+:class:`attnkit._problem.Problem`, the normalized description the executors work from.
 The checks live in three small modules: plain arguments (:mod:`attnkit.checks`), arrays
-(:mod:`attnkit._validate_arrays`) and the structure (:mod:`attnkit._validate_structure`).
+(:mod:`._arrays`) and the structure (:mod:`._structure`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._validate_arrays import check_arrays, check_mask_shape, check_shapes, one_head_broadcast
-from ._validate_structure import check_structure, check_window, foreign_mask, structure_of
-from .checks import (
+from .._problem import Problem
+from ..checks import (
     check_alignment,
     check_dropout_p,
     check_flag,
     check_int,
     check_scale,
 )
-from .errors import ParameterError
-from .masks import Geometry, Mask
-from .problem import Problem
-from .registry import backend_for
-from .score_mods import check_score_mod
+from ..compiling import static_int
+from ..errors import ParameterError
+from ..masks import Geometry, Mask
+from ..options import Options
+from ..registry import backend_for
+from ..score_mods import check_score_mod
+from ._arrays import check_arrays, check_mask_shape, check_shapes, one_head_broadcast
+from ._structure import check_structure, check_window, foreign_mask, structure_of
 
 __all__ = ["IMPLS", "validate"]
 
 IMPLS = ("auto", "generic", "reference")
 
 
-def validate(
-    query: Any,
-    key: Any,
-    value: Any,
-    attn_mask: Any,
-    dropout_p: Any,
-    is_causal: Any,
-    scale: Any,
-    enable_gqa: Any,
-    causal_alignment: Any,
-    window: Any,
-    return_weights: Any,
-    return_lse: Any,
-    q_offset: Any,
-    kv_offset: Any,
-    rng: Any,
-    impl: Any,
-    block_size: Any,
-    score_mod: Any,
-) -> Problem:
-    """Validate one call and return its :class:`Problem`; raise before any work."""
+def validate(query: Any, key: Any, value: Any, options: Options) -> Problem:
+    """Validate one call and return its :class:`Problem`; raise before any work. Each
+    argument is checked once, here."""
+    o = options
+    attn_mask, window, impl, block_size = o.attn_mask, o.window, o.impl, o.block_size
+    is_causal, enable_gqa, causal_alignment = o.is_causal, o.enable_gqa, o.causal_alignment
+    return_weights, return_lse, dropout_p, rng = o.return_weights, o.return_lse, o.dropout_p, o.rng
     # plain arguments
     if impl not in IMPLS:
         raise ParameterError(f"impl must be one of {IMPLS}, got {impl!r}.")
@@ -67,7 +55,7 @@ def validate(
     if block_size is not None and (type(block_size) is not int or block_size < 1):
         raise ParameterError(f"block_size must be a positive int or None, got {block_size!r}.")
     window = check_window(window)
-    q_offset, kv_offset = check_int("q_offset", q_offset), check_int("kv_offset", kv_offset)
+    q_offset, kv_offset = check_int("q_offset", o.q_offset), check_int("kv_offset", o.kv_offset)
     # arrays
     sizes = None
     if not (attn_mask is None or isinstance(attn_mask, Mask) or type(attn_mask) is type(query)):
@@ -76,16 +64,14 @@ def validate(
     if enable_gqa:  # a key or value of one head meets the other's heads (as PyTorch's)
         key, value = one_head_broadcast(xp, key, value)
     groups, out_lead = check_shapes(query, key, value, enable_gqa)
-    out_lead = tuple(int(n) for n in out_lead)
-    # Python ints: under torch.compile with dynamic shapes, int() specializes these sizes
-    # (the block plan is Python arithmetic on them), as jax.jit's static shapes are
-    L, E, S, Ev = (
-        int(n) for n in (query.shape[-2], query.shape[-1], key.shape[-2], value.shape[-1])
+    out_lead = tuple(static_int(n) for n in out_lead)
+    L, E, S, Ev = (  # Python ints (attnkit.compiling, item 4)
+        static_int(n) for n in (query.shape[-2], query.shape[-1], key.shape[-2], value.shape[-1])
     )
     # structure
     structure = structure_of(is_causal, window, causal_alignment, attn_mask, out_lead, L, S)
     geometry = Geometry(L, S, q_offset, kv_offset)
-    check_structure(xp, device, geometry, window, attn_mask, score_mod, sizes)
+    check_structure(xp, device, geometry, window, attn_mask, o.score_mod, sizes)
     if isinstance(attn_mask, Mask):
         attn_mask = None  # in the structure
     if attn_mask is not None:
@@ -118,20 +104,16 @@ def validate(
         L=L,
         S=S,
         Ev=Ev,
-        scale=check_scale(scale, E),
+        scale=check_scale(o.scale, E),
         structure=structure,
         geometry=geometry,
         dropout_p=dropout_p,
         rng=rng if dropout_p > 0 else None,
         gqa_groups=groups,
-        score_mod=check_score_mod(score_mod, num_heads),
+        score_mod=check_score_mod(o.score_mod, num_heads),
         num_heads=num_heads,
         impl=impl,
         need_weights=return_weights,
         need_lse=return_lse,
         block_size=block_size,
     )
-
-
-#: approx/ validates its own calls with the same array checks.
-_check_arrays, _check_shapes = check_arrays, check_shapes

@@ -1,0 +1,80 @@
+"""What the math does for ``torch.compile``, in one place.
+
+``torch.compile`` (dynamo) runs a call's Python once to trace it into a graph: no tensor
+value is concrete then, Python state read during the trace is baked into the graph, and
+only the Python dynamo understands can be traced without a graph break. (``jax.jit``
+needs none of this: its tracers show in the arrays, and a call's sizes are static.)
+The accommodations, where they apply and why:
+
+1. **No caches while tracing** (:func:`tracing`, in :mod:`attnkit._dispatch`): the
+   caches of validated signatures and of whole-call plans are neither read nor filled,
+   since a hit would be baked into the graph and a plan holds no graph.
+2. **A fallback instead of a concrete check** (:func:`attnkit._dispatch.attend`): the
+   whole-call kernel cannot look at the output's values (its NaN guard at masked
+   positions), so it is given the blocked executor's output as a ``fallback`` to select
+   in the graph.
+3. **Fallback blocks sized for the graph** (:func:`attnkit.blocked.cost.graph_block_size`):
+   the fallback's blocks are unrolled into the graph and compile time grows with them,
+   so it runs a few large blocks.
+4. **Sizes as Python ints** (:func:`static_int`, in :mod:`attnkit.validation` and
+   :mod:`attnkit.blocked.cost`): the block plan is Python arithmetic on the call's
+   sizes; under dynamic shapes ``int()`` specializes them, as ``jax.jit``'s shapes are.
+5. **Traceable Python**: :class:`lazy_attribute` (a ``functools.cached_property``
+   without the lock that Python 3.11's takes and dynamo cannot trace, used by
+   :mod:`attnkit.masks`), and loops rather than ``max`` over a generator
+   (:func:`attnkit.shapes.broadcast_shapes`).
+
+The backends' side (``attnkit.backends``): the registration of :func:`tracing` (torch's
+``torch.compiler.is_compiling``), torch's kernels selecting on values inside the graph,
+no concrete values (``Backend.concrete_float`` raises ``TypeError``, as under ``jax.jit``) and
+no ``autograd.Function`` while compiling (``Backend.custom_vjp``), and the HF mask
+adapter's traced path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["lazy_attribute", "register_tracing", "static_int", "tracing"]
+
+_TRACING: list[Callable[[], bool]] = []
+
+
+def register_tracing(tracing: Callable[[], bool] | None) -> None:
+    """Install the backends' test of whether a compiler traces the call right now
+    (:func:`attnkit.registry.register_backends` passes it on)."""
+    _TRACING[:] = [] if tracing is None else [tracing]
+
+
+def tracing() -> bool:
+    """Whether a framework's compiler is tracing this call (``torch.compile``): no
+    concrete values then, and no Python caches (they would be baked into the graph).
+    (Tracers of ``jax.jit`` show in the arrays themselves.)"""
+    return bool(_TRACING) and _TRACING[0]()
+
+
+def static_int(size: Any) -> int:
+    """``size`` (a shape entry, or a product of them) as a Python int: under
+    ``torch.compile`` with dynamic shapes this specializes it, so that the Python
+    arithmetic of the block plan stays Python."""
+    return int(size)
+
+
+class lazy_attribute:
+    """A lock-free ``functools.cached_property`` (Python 3.11's takes an RLock, which
+    ``torch.compile`` cannot trace): computed on first access, then kept in the
+    instance's ``__dict__``, which shadows this non-data descriptor."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        value = self.fn(obj)
+        obj.__dict__[self.name] = value
+        return value
