@@ -226,10 +226,14 @@ wraps); the plain formula `reference.py` (the file to read first); the NaN guard
 mask algebra, windows, layouts, array masks); `multi_head*.py`, `rope.py`,
 `kv_cache.py`, `score_mods.py`, `approx/`, `rollout.py`. How the math finds a backend
 without importing one: `registry.py` (the package root imports `attnkit.backends`, which
-registers its lookups there). In the backends: PyTorch's kernels `torch/kernels.py`, its modules
-`torch/nn/` (`fit.py`: autocast, nested tensors, torch's Transformer layers), the
-transformers backend `torch/hf/` (`compat.py`: which families it serves); JAX's
-drop-in for `jax.nn.dot_product_attention` `jax/nn.py`, `jax/mha.py`, `jax/flax.py`. Each
+registers its lookups there). In the backends, one subpackage per family of front-ends:
+PyTorch's kernels `torch/kernels.py`, its modules `torch/nn/` (`fit.py`: autocast,
+nested tensors, torch's Transformer layers), the transformers backend `torch/hf/`
+(`compat.py`: which families it serves), ring and Ulysses over processes
+`torch/distributed/` (`checks.py`, `layout.py`, `ring.py`, `ulysses.py`); JAX's drop-in
+for `jax.nn.dot_product_attention` `jax/nn.py`, `jax/mha.py`, `jax/flax.py`, ring and
+Ulysses over a mesh `jax/sharding/` (`checks.py`, `zigzag.py`, `layout.py`, `steps.py`,
+`ulysses.py`). Each
 framework's own attention, which `attnkit bench` and `attnkit verify` compare with
 (`peers*.py`), the golden vectors' readers (`numpy/golden*.py`), model capture
 (`torch/capture*.py`) and the distributed benchmarks' workers live in
@@ -263,6 +267,7 @@ may not import the application, so they cannot forward):
 | `attnkit.problem.Problem` (returned by `check_call`) | `attnkit._problem` (private; `attnkit.problem` re-exports it); `check_call` returns the public `attnkit.validation.CallInfo` |
 | the call's 18 parameters passed positionally inside | one `attnkit.options.Options`, built once by each public function |
 | `torch.compile`'s accommodations in registry, dispatch, cost and masks | `attnkit.compiling` |
+| `attnkit.backends.torch.nn_*`, `.hf_*`, `.distributed_*`; `attnkit.backends.jax.sharding_*`, `.ring_*`, `.ulysses` | packages per family: `attnkit.backends.torch.nn`, `.hf`, `.distributed`, `attnkit.backends.jax.sharding` (their public names where they were) |
 | `attnkit.backends.Backend`'s one docstring | `attnkit.backends.protocol`: `MathBackend` and `ToolBackend`; `Backend` is both, under the same name |
 
 The old paths are gone (a math or backend module may not import the application, so

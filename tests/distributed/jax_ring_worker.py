@@ -24,7 +24,7 @@ def main() -> int:
     import jax.numpy as jnp
     import numpy as np
     from attnkit.backends.jax.sharding import ring_attention
-    from attnkit.backends.jax.sharding_zigzag import zigzag_order
+    from attnkit.backends.jax.sharding.zigzag import zigzag_order
     from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
     import attnkit as ak

@@ -27,7 +27,7 @@ from attnkit.backends.torch.distributed import (
     zigzag_shard,
     zigzag_unshard,
 )
-from attnkit.backends.torch.distributed_ring import _Plan
+from attnkit.backends.torch.distributed.ring import _Plan
 
 import attnkit as ak
 from attnkit.errors import DeviceMismatchError, ParameterError, ShapeError
@@ -272,7 +272,7 @@ def main() -> None:
     def _() -> str:
         q, k, v, _ = inputs((1, 1, 16 * WORLD, 4), (1, 1, 16 * WORLD, 4), f64)
         ql, kl, vl = (shard(x, "contiguous") for x in (q, k, v))
-        from attnkit.backends.torch.distributed_checks import check_call
+        from attnkit.backends.torch.distributed.checks import check_call
 
         kw = {"is_causal": True, "window": (4, 0)}
         call = check_call("ring_attention", ql, kl, vl, None, "contiguous", kw)

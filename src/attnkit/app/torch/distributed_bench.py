@@ -192,7 +192,7 @@ def _check(
     import torch
 
     import attnkit as ak
-    from attnkit.backends.torch.distributed_layout import zigzag_unshard
+    from attnkit.backends.torch.distributed.layout import zigzag_unshard
 
     args = argparse.Namespace(length=length, procs=procs, heads=heads, dim=dim)
     every = list(range(2 * procs))

@@ -33,7 +33,7 @@ from attnkit.ring_plan import Segments, carries_arrays, split_segments
 from attnkit.validation import CallInfo, default_block_size
 from attnkit.validation import check_call as validate_call
 
-from .distributed_layout import LAYOUTS, PlacedMask
+from .layout import LAYOUTS, PlacedMask
 
 __all__ = ["Call", "check_call"]
 

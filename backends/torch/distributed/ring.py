@@ -30,8 +30,8 @@ import torch.distributed as dist
 import attnkit as ak
 from attnkit.partial_backward import partial_attention_vjp
 
-from .distributed_checks import Call
-from .distributed_layout import Piece, pair_is_empty, ring_structure, shard_pieces
+from .checks import Call
+from .layout import Piece, pair_is_empty, ring_structure, shard_pieces
 
 __all__ = ["ring_function"]
 

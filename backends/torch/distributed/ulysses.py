@@ -22,7 +22,7 @@ import torch.distributed._functional_collectives as fc
 
 import attnkit as ak
 
-from .distributed_checks import Call
+from .checks import Call
 
 __all__ = ["ulysses_function"]
 

@@ -42,7 +42,7 @@ import attnkit as ak
 from attnkit.partial_backward import partial_attention_vjp
 from attnkit.ring_plan import Segments
 
-from .ring_layout import Piece, pair_is_empty, pair_is_full
+from .layout import Piece, pair_is_empty, pair_is_full
 
 __all__ = ["Pair", "RingPlan", "ring_backward", "ring_forward"]
 

@@ -83,8 +83,7 @@ from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
 from attnkit.masks import Mask
 from attnkit.ring_plan import LAYOUTS, PlacedMask, ring_structure, shard_pieces
 
-from .ring_steps import RingPlan, ring_backward, ring_forward
-from .sharding_checks import (
+from .checks import (
     check_call,
     check_lead_axes,
     check_lengths,
@@ -92,8 +91,9 @@ from .sharding_checks import (
     check_sharding,
     expected_spec,
 )
-from .sharding_zigzag import zigzag_shard, zigzag_unshard
+from .steps import RingPlan, ring_backward, ring_forward
 from .ulysses import ulysses_body
+from .zigzag import zigzag_shard, zigzag_unshard
 
 __all__ = ["ring_attention", "ulysses_attention", "zigzag_shard", "zigzag_unshard"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import attnkit as ak
 
-from .sharding_zigzag import zigzag_shard, zigzag_unshard
+from .zigzag import zigzag_shard, zigzag_unshard
 
 __all__ = ["ulysses_body"]
 

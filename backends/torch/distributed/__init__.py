@@ -88,10 +88,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .distributed_checks import check_call
-from .distributed_layout import zigzag_shard, zigzag_unshard
-from .distributed_ring import ring_function
-from .distributed_ulysses import ulysses_function
+from .checks import check_call
+from .layout import zigzag_shard, zigzag_unshard
+from .ring import ring_function
+from .ulysses import ulysses_function
 
 __all__ = ["ring_attention", "ulysses_attention", "zigzag_shard", "zigzag_unshard"]
 
