@@ -200,8 +200,9 @@ on a deliberately violating import):
                   distributed benchmarks' workers)
                      │ may import both layers below; only attnkit.app.<framework>
                      │ imports its framework, and never another's
-    backends      attnkit.backends: the Backend protocol (backends/protocol.py: what the
-                  math calls, MathBackend; what tools call, ToolBackend); one subclass
+    backends      attnkit.backends: the Backend protocol (what the math calls,
+                  MathBackend, declared by the math in attnkit/backend_protocol.py; what
+                  tools call, ToolBackend, in backends/protocol.py); one subclass
                   per framework (numpy, torch, jax, strict) with its kernels and
                   front-ends (torch nn modules, the HF backend, torch.distributed ring,
                   jax.nn's drop-in, jax mha, the Flax module, JAX ring and Ulysses)
@@ -268,7 +269,7 @@ may not import the application, so they cannot forward):
 | the call's 18 parameters passed positionally inside | one `attnkit.options.Options`, built once by each public function |
 | `torch.compile`'s accommodations in registry, dispatch, cost and masks | `attnkit.compiling` |
 | `attnkit.backends.torch.nn_*`, `.hf_*`, `.distributed_*`; `attnkit.backends.jax.sharding_*`, `.ring_*`, `.ulysses` | packages per family: `attnkit.backends.torch.nn`, `.hf`, `.distributed`, `attnkit.backends.jax.sharding` (their public names where they were) |
-| `attnkit.backends.Backend`'s one docstring | `attnkit.backends.protocol`: `MathBackend` and `ToolBackend`; `Backend` is both, under the same name |
+| `attnkit.backends.Backend`'s one docstring | `attnkit.backend_protocol.MathBackend` (what the math calls, with `Kernels`) and `attnkit.backends.protocol.ToolBackend`; `Backend` is both, under the same name, and `attnkit.backends` re-exports all four |
 
 The old paths are gone (a math or backend module may not import the application, so
 they cannot forward). `attnkit.viz`, `attnkit.backends.torch.nn` and

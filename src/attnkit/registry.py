@@ -6,7 +6,8 @@ namespace for it (or, to draw parameters before any array exists, the backend of
 generator). :mod:`attnkit.backends` registers its lookups here when ``attnkit`` is
 imported (the package root imports it last), so the dependency runs one way: the
 backends know the math, the math knows only this protocol. What a backend offers is
-described by ``attnkit.backends.MathBackend`` (the half of ``Backend`` the math calls).
+described by :class:`attnkit.backend_protocol.MathBackend` (the half of the protocol
+the math calls, declared by the math itself).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def _lookup(kind: str) -> Callable[[Any], Any]:
 
 
 def backend_for(xp: Any) -> Any:
-    """The backend of the array namespace ``xp`` (``attnkit.backends.MathBackend``)."""
+    """The backend of the array namespace ``xp`` (a
+    :class:`attnkit.backend_protocol.MathBackend`)."""
     backend = _FOUND.get(id(xp))
     if backend is None:
         backend = _lookup("namespace")(xp)

@@ -1,38 +1,16 @@
-"""Who holds which positions in a ring, and which (query shard, key shard) pairs do work.
+"""Whether a (query shard, key shard) pair of a JAX ring is fully allowed (then every
+such pair of a step shares one traced computation, with no structure at all).
 
-The plan (pieces, the skip rule, the placed mask) is the core's, :mod:`attnkit.ring_plan`,
-shared with torch; here what JAX adds: whether a pair is fully allowed (then every such
-pair of a step shares one traced computation). A sequence of length N split over P
-devices along a mesh axis is cut into pieces, each a contiguous run of absolute
-positions. Two layouts (P = 2, N = 8 shown; digits are
-the positions each shard holds, in its local order)::
-
-    contiguous   shard 0: 0 1 2 3           shard 1: 4 5 6 7
-    zigzag       shard 0: 0 1 | 6 7         shard 1: 2 3 | 4 5
-                 (N cut into 2P chunks of N / 2P; shard r holds chunks r and 2P-1-r)
-
-Under causal attention the zigzag layout gives every shard the same number of allowed
-pairs: shard r's early chunk sees few keys and its late chunk many.
-
-The skip table is static: in step t of the ring, device r holds the keys of shard
-(r - t) mod P, so every (query piece, key piece) pair of every device and step is known
-in Python before tracing. A pair whose structure (causal, window, ``attnkit.masks``)
-allows no (query, key) pair is never computed.
+Who holds which positions (the zigzag and contiguous layouts) and which pairs do work at
+all is the core's plan, :mod:`attnkit.ring_plan`, shared with torch.
 """
 
 from __future__ import annotations
 
 from attnkit.masks import Mask
-from attnkit.ring_plan import Piece, PlacedMask, pair_is_empty, ring_structure, shard_pieces
+from attnkit.ring_plan import Piece
 
-__all__ = [
-    "Piece",
-    "PlacedMask",
-    "pair_is_empty",
-    "pair_is_full",
-    "ring_structure",
-    "shard_pieces",
-]
+__all__ = ["pair_is_full"]
 
 #: Pairs up to this many (query, key) positions are tested for being fully allowed.
 FULL_TEST_LIMIT = 2**24

@@ -40,9 +40,9 @@ from typing import Any
 
 import attnkit as ak
 from attnkit.partial_backward import partial_attention_vjp
-from attnkit.ring_plan import Segments
+from attnkit.ring_plan import Piece, Segments, pair_is_empty
 
-from .layout import Piece, pair_is_empty, pair_is_full
+from .layout import pair_is_full
 
 __all__ = ["Pair", "RingPlan", "ring_backward", "ring_forward"]
 

@@ -29,11 +29,9 @@ from attnkit.errors import (
 )
 from attnkit.masks import Geometry, Mask
 from attnkit.options import OPTION_NAMES
-from attnkit.ring_plan import Segments, carries_arrays, split_segments
+from attnkit.ring_plan import LAYOUTS, PlacedMask, Segments, carries_arrays, split_segments
 from attnkit.validation import CallInfo, default_block_size
 from attnkit.validation import check_call as validate_call
-
-from .layout import LAYOUTS, PlacedMask
 
 __all__ = ["Call", "check_call"]
 

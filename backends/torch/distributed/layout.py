@@ -1,20 +1,8 @@
-"""Who holds which positions in a torch.distributed ring, and which pairs do work.
+"""Zigzag sharding of torch tensors for a torch.distributed ring.
 
-The plan (pieces, the skip rule, the placed mask) is the core's, :mod:`attnkit.ring_plan`,
-shared with JAX; here the zigzag helpers for torch tensors. A sequence of length N split
-over P processes is cut into pieces, each a contiguous run
-of absolute positions. Two layouts (P = 2, N = 8 shown; digits are the positions each
-process holds, in its local order)::
-
-    contiguous   rank 0: 0 1 2 3           rank 1: 4 5 6 7
-    zigzag       rank 0: 0 1 | 6 7         rank 1: 2 3 | 4 5
-                 (N cut into 2P chunks of N / 2P; rank r holds chunks r and 2P-1-r)
-
-Under causal attention zigzag gives every rank the same number of allowed pairs: rank
-r's early chunk sees few keys and its late chunk many. In ring step t rank r holds the
-keys of rank (r - t) mod P, so the (query piece, key piece) pairs of every step are known
-before any work; a pair whose causal/window/structured-mask rule allows nothing is never
-computed (windowed ring attention does O(pairs) work).
+Who holds which positions (the zigzag and contiguous layouts: rank r holds chunks r and
+2P-1-r of the sequence cut into 2P) and which (query piece, key piece) pairs do work is
+the core's plan, :mod:`attnkit.ring_plan`, shared with JAX.
 """
 
 from __future__ import annotations
@@ -24,25 +12,8 @@ from typing import Any
 import torch
 
 from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
-from attnkit.ring_plan import (
-    LAYOUTS,
-    Piece,
-    PlacedMask,
-    pair_is_empty,
-    ring_structure,
-    shard_pieces,
-)
 
-__all__ = [
-    "LAYOUTS",
-    "Piece",
-    "PlacedMask",
-    "pair_is_empty",
-    "ring_structure",
-    "shard_pieces",
-    "zigzag_shard",
-    "zigzag_unshard",
-]
+__all__ = ["zigzag_shard", "zigzag_unshard"]
 
 
 def _check_split(x: Any, world: int, dim: int, name: str) -> tuple[int, int]:

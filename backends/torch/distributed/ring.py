@@ -29,9 +29,9 @@ import torch.distributed as dist
 
 import attnkit as ak
 from attnkit.partial_backward import partial_attention_vjp
+from attnkit.ring_plan import Piece, pair_is_empty, ring_structure, shard_pieces
 
 from .checks import Call
-from .layout import Piece, pair_is_empty, ring_structure, shard_pieces
 
 __all__ = ["ring_function"]
 

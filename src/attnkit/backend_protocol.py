@@ -1,0 +1,226 @@
+"""What the math asks of an array library's backend: the half of the backend protocol a
+reader of the math needs, and the only one the math calls.
+
+:class:`MathBackend` is what the math asks of the backend of its inputs' namespace
+(found through :mod:`attnkit.registry`): the namespace, explicit generators, autodiff
+hooks, the loop over blocks and :class:`Kernels`, the optional fast paths. Its defaults
+serve any array-API library without autodiff. Each framework's adapter
+(``attnkit.backends.<name>``) subclasses ``attnkit.backends.Backend``, which adds
+``attnkit.backends.protocol.ToolBackend``, what the application and the tests call
+(installing, NumPy conversions, timing, seeding).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ArgumentTypeError
+from .shapes import type_name
+
+__all__ = ["Kernels", "MathBackend"]
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """A backend's optional fast paths. Each kernel is a leaf: it takes arrays and plain
+    arguments, never attnkit's internal objects, imports nothing of the executor, and
+    returns None where it does not apply (the generic path then runs). The math decides
+    where the semantics allow a kernel; the kernel decides what its framework can do.
+
+    ``attention(query, key, value, *, mask, causal, scale, gqa)``
+        the whole call in the caller's layout: query (..., Hq, L, E), key (..., Hkv, S, E),
+        value (..., Hkv, S, Ev), ``mask`` None or an array broadcastable to
+        (..., Hq, L, S) (bool True = may attend, or additive float), ``causal`` top-left
+        with the diagonal at position 0, ``gqa`` grouped-query heads (Hq % Hkv == 0).
+        Returns (..., Hq, L, Ev) in the inputs' dtype, or None. Offered only calls with
+        no dropout, weights, lse, window, structured mask or score_mod, and L, S > 0.
+        While a compiler traces (``attnkit.registry.tracing``), it is also given
+        ``fallback``, a function of nothing returning the generic path's output in the
+        same layout and dtype: a kernel that would decline on values it cannot read in
+        a graph may select between its output and the fallback's there instead.
+    ``attention_declines(query, key, value, *, mask, causal, scale, gqa)``
+        why ``attention`` would decline this call before computing anything (a string),
+        or None: read by :func:`attnkit.explain`.
+    ``attention_plan(query, key, value, *, causal, scale, gqa)``
+        for a call without mask that ``attention`` takes: a function of
+        (query, key, value) for later calls of the same signature (types, shapes, dtypes,
+        devices, scalars), returning the output or None where a call's values need the
+        generic path; or None.
+    ``block(q, k, v, mask, scale, shift_free)``
+        one block of the executor: q (..., Bq, E), k (..., Sk, E), v (..., Sk, Ev), mask
+        bool, additive or None, all broadcastable in their leading dims; ``shift_free``:
+        every score is small enough for exp without the row max (read where
+        ``block_reads_shift_free``). Returns out (..., Bq, Ev) or None.
+    ``run(q, k, v, mask, scale, rows)``
+        every block of a run of translated blocks (:mod:`attnkit.blocked.translated_runs`)
+        in one call: q (..., n*rows, E), k and v (..., (n-1)*rows + width, E|Ev), mask
+        (rows, width) bool or None. Returns (..., n*rows, Ev) or None.
+    ``run_rows``                      query rows per block of a run.
+    ``block_masks_nonfinite``         the block kernel replaces masked scores (never adds
+                                      -inf) and keeps a masked pair's NaN or inf value out
+                                      of its product (or declines), so neither can leak;
+                                      else the executor gives it only inputs checked finite.
+    ``block_reads_shift_free``        the executor decides the shift-free bound for it.
+    ``block_overhead_per_head``       its fixed cost per head of a block, in score
+                                      elements of work (for the choice of block size).
+    ``block_held_scores(rows, width, heads)``
+                                      score elements it holds at once for a block (for
+                                      the executor's memory budget), or None: all of them.
+    ``block_wants_additive``          the block and run kernels take masks in additive
+                                      form (0 / -inf in the compute dtype), which the
+                                      executor makes once per tile.
+    """
+
+    attention: Callable[..., Any] | None = None
+    attention_declines: Callable[..., str | None] | None = None
+    attention_plan: Callable[..., Any] | None = None
+    block: Callable[..., Any] | None = None
+    run: Callable[..., Any] | None = None
+    run_rows: int = 0
+    block_masks_nonfinite: bool = False
+    block_reads_shift_free: bool = False
+    block_overhead_per_head: int = 0
+    block_held_scores: Callable[[int, int, int], int] | None = None
+    block_wants_additive: bool = False
+
+
+class MathBackend:
+    """What the math calls: the defaults serve any array-API library without autodiff.
+
+    Attributes:
+        NAME: the backend's name (``attnkit.backends.NAMES``), for messages.
+        NAMESPACE: the import name of its array-API namespace (``namespace()``).
+        kernels: the optional fast paths (:class:`Kernels`; none by default).
+        block_overhead_elements: the fixed cost of one executor block in score elements
+            of work, or None for the executor's default (JAX under ``jax.jit`` declares
+            more: each block is a dozen XLA operations of its own).
+
+    Methods:
+        namespace(): its array-API namespace.
+        concrete_float(x): the Python float of a 0-d array; raises TypeError, ValueError
+            or RuntimeError where the value is not concrete (traced under ``jax.jit``).
+        check_rng(rng, like=None), split_rng(rng, n): the backend's explicit generators
+            (NumPy ``Generator``, ``torch.Generator``, JAX key); ``check_rng`` raises
+            ``attnkit.ArgumentTypeError`` unless ``rng`` is one that can draw for
+            ``like``'s device.
+        dropout_keep(rng, shape, keep_prob, *, like, stream): a bool array of ``shape``
+            on ``like``'s device, each element True with probability ``keep_prob``;
+            ``stream`` numbers the draws of one call (functional keys fold it in).
+        normal(rng, shape, *, dtype, device=None), uniform(rng, shape, low, high, ...):
+            random draws (NumPy and array-api-strict draw in float64 and cast, so they
+            agree for one seed).
+        replay_rng(rng): an independent generator that draws what ``rng`` would draw
+            next (a copy of its state; a JAX key is itself), so that a backward pass
+            redraws the forward pass's dropout pattern without storing it.
+        foreign_mask(obj): a framework's own mask object (PyTorch's ``CausalBias``) as
+            ``(attnkit.masks mask, (L, S))``, or None.
+        recompute_block(fn, *inputs): ``fn()`` run so that autodiff recomputes it in the
+            backward pass when ``inputs`` are being differentiated; None (the default)
+            for libraries without autodiff.
+        select(pred, if_true, if_false, *operands): ``if_true(*operands)`` where the
+            traced 0-d bool ``pred`` is True at run time, else ``if_false(*operands)``,
+            running one branch only (``jax.lax.cond``); None (the default) where the
+            library has no such control flow, and the math then takes the safe branch.
+        custom_vjp(forward, backward, *arrays, random): ``forward(*arrays)[0]`` wired
+            into the framework's autodiff with the math's own backward pass:
+            ``forward(*arrays) -> (out, saved)`` (saved: a tuple of arrays) and
+            ``backward(arrays, saved, d_out, needs) -> grads`` (one per array, None where
+            ``needs`` says none is wanted). Returns the output, or None where the call is
+            not being differentiated (or ``random``, a call drawing dropout, cannot be
+            replayed); None (the default) for libraries without autodiff.
+        elementwise_grad(fn, x): the derivative of the elementwise ``fn`` at ``x``
+            (``d fn(x) / dx``, of x's shape) by the framework's autodiff, or None (the
+            default) for libraries without one.
+        map_blocks(body, starts, operands, sizes, sums=(), merges=()): the executor's
+            loop over blocks of one uniform shape: for each block b, ``body`` on the
+            slices ``x[..., starts[b][i] : starts[b][i] + sizes[i], :]`` of
+            ``operands[i]`` (axis -2), returning a tuple of arrays (..., rows, X). The
+            first outputs come back stacked: every block's concatenated on axis -2, in
+            order. The next ``len(merges)`` are pieces of attention packed [out | lse]
+            (..., rows, Ev + 1): with ``merges[j] = (i, n)`` block b's merges into rows
+            [starts[b][i], starts[b][i] + sizes[i]) of an (..., n, Ev + 1) array that
+            starts as attention over no key, by :func:`attnkit.merge.merge_packed`
+            (causal attention's block pairs; passed only when not empty). The last
+            ``len(sums)`` are added up: with ``sums[j] = (i, n)``, block b's output adds
+            into rows [starts[b][i], starts[b][i] + sizes[i]) of a zero (..., n, X) array
+            (the rows it read of operand i: key gradients). None (the default): the
+            math's own Python loop (NumPy, array-api-strict, eager PyTorch:
+            :func:`attnkit.blocked.loop.python_loop`); JAX declares ``jax.lax.scan`` with
+            ``lax.dynamic_slice`` and ``jax.checkpoint`` on the body, so that a jitted
+            program holds the body once, whatever the number of blocks.
+            ``map_blocks_loop`` names the loop (:func:`attnkit.explain`) and
+            ``map_blocks_recomputes`` says whether autodiff recomputes the body in the
+            backward pass rather than storing its scores.
+    """
+
+    NAME: str = "generic"
+    NAMESPACE: str = ""
+    kernels: Kernels = Kernels()
+    block_overhead_elements: int | None = None
+    #: ``recompute_block(fn, *inputs)`` where the framework has autodiff, else None.
+    recompute_block: Callable[..., Any] | None = None
+    #: ``select(pred, if_true, if_false, *operands)`` where traced programs branch.
+    select: Callable[..., Any] | None = None
+    #: ``custom_vjp(forward, backward, *arrays, random)`` where the framework has autodiff.
+    custom_vjp: Callable[..., Any] | None = None
+    #: whether ``custom_vjp`` takes calls that draw dropout (it redraws their pattern).
+    custom_vjp_replays_dropout: bool = True
+    #: the loop over blocks of one shape (see the class docstring), or None.
+    map_blocks: Callable[..., tuple[Any, ...]] | None = None
+    #: the loop ``map_blocks`` runs, in words (``attnkit.explain`` prints it).
+    map_blocks_loop: str = "a Python loop over the blocks"
+    #: whether autodiff recomputes ``map_blocks``'s body rather than storing its scores.
+    map_blocks_recomputes: bool = False
+
+    def namespace(self) -> Any:
+        if not self.NAMESPACE:
+            raise NotImplementedError(f"the {self.NAME} backend names no namespace")
+        return importlib.import_module(self.NAMESPACE)
+
+    def concrete_float(self, x: Any) -> float:
+        return float(x)
+
+    def check_rng(self, rng: Any, like: Any = None) -> None:
+        from attnkit.backends import NAMES
+
+        raise ArgumentTypeError(
+            f"attnkit has no random numbers for {type_name(like)} arrays (no backend adapter "
+            f"for their namespace; supported: {', '.join(NAMES)}): dropout needs one."
+        )
+
+    def split_rng(self, rng: Any, n: int) -> list[Any]:
+        raise NotImplementedError(f"the {self.NAME} backend has no random numbers")
+
+    def dropout_keep(
+        self, rng: Any, shape: tuple[int, ...], keep_prob: float, *, like: Any, stream: int
+    ) -> Any:
+        raise NotImplementedError(f"the {self.NAME} backend has no random numbers")
+
+    def normal(self, rng: Any, shape: tuple[int, ...], *, dtype: Any, device: Any = None) -> Any:
+        raise NotImplementedError(f"the {self.NAME} backend has no random numbers")
+
+    def uniform(
+        self,
+        rng: Any,
+        shape: tuple[int, ...],
+        low: float,
+        high: float,
+        *,
+        dtype: Any,
+        device: Any = None,
+    ) -> Any:
+        raise NotImplementedError(f"the {self.NAME} backend has no random numbers")
+
+    def replay_rng(self, rng: Any) -> Any:
+        import copy
+
+        return copy.deepcopy(rng)
+
+    def foreign_mask(self, obj: Any) -> Any:
+        return None
+
+    def elementwise_grad(self, fn: Callable[[Any], Any], x: Any) -> Any:
+        return None
