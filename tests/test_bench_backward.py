@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from attnkit import backends
-from attnkit.app.bench import backward
+from attnkit.app.bench import backward, backward_report
 from attnkit.app.bench.backward import AUTO, GradJob, GradResult
 from attnkit.app.cli import main
 
@@ -72,7 +72,7 @@ def test_verdicts_follow_the_measurements() -> None:
         _result("torch", backward.SDPA_BAND, "window", 8192, "step", 4.0),
         _result("torch", AUTO, "dense", 32768, "memory", 60.0, peak_rss_bytes=3 * 2**30),
     ]
-    lines = {v.line().split(" = ")[0]: v for v in backward.verdicts(results, s)}
+    lines = {v.line().split(" = ")[0]: v for v in backward_report.verdicts(results, s)}
     by = {k.split(": ", 1)[-1]: v for k, v in lines.items()}
     assert by["auto step / torch SDPA step"].status == "MET"
     assert by["auto step / torch SDPA step"].value == pytest.approx(0.9)
@@ -84,11 +84,11 @@ def test_verdicts_follow_the_measurements() -> None:
     assert skipped and all("not measured" in v.detail for v in skipped)
     # attnkit failing is NOT MET, a failing baseline only SKIPPED
     broken = [replace(results[0], seconds=None, error="boom"), results[1]]
-    v = backward.verdicts(broken, s)[0]
+    v = backward_report.verdicts(broken, s)[0]
     assert v.status == "NOT MET" and "boom" in v.detail
     broken = [results[0], replace(results[1], seconds=None, error="boom")]
-    assert backward.verdicts(broken, s)[0].status == "SKIPPED"
-    quick = backward.verdicts(results, s, judged=False)
+    assert backward_report.verdicts(broken, s)[0].status == "SKIPPED"
+    quick = backward_report.verdicts(results, s, judged=False)
     assert {v.status for v in quick} <= {"QUICK", "SKIPPED"}
 
 
@@ -101,7 +101,7 @@ def test_jobs_cover_every_target() -> None:
         )
     ]
     assert len({j.describe() for j in jobs}) == len(jobs), "a job twice"
-    assert not [v.line() for v in backward.verdicts(done) if v.status == "SKIPPED"]
+    assert not [v.line() for v in backward_report.verdicts(done) if v.status == "SKIPPED"]
 
 
 def test_cli_runs_numpy_at_tiny_sizes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
