@@ -30,10 +30,10 @@ skipped, and the `tests` session's summary (`pytest -rs`) says why and how to in
 |---|---|
 | `lint` | ruff check and format; import-linter on the layer contracts |
 | `tests` | unit tests on two pytest workers: errors and their messages, the import guard, the install layout (editable and regular), dropout, merging, the CLI; the transformers families, torch's layers, autocast and `torch.compile`, the JAX drop-in and the Flax module, every Python block of the README and the examples of the public modules' docstrings (Sybil); visualization (the interactive page in headless Chromium), `attnkit viz` and `attnkit verify` |
-| `conformance-numpy` | the matrix on NumPy, then with read-only inputs |
+| `conformance-numpy` | the matrix on NumPy with read-only inputs (a write into the caller's arrays fails) |
 | `conformance-strict` | the matrix on array-api-strict, inputs on its second device |
 | `conformance-torch` | the matrix on PyTorch, gradients (analytic oracle and `gradcheck`), torch SDPA |
-| `conformance-jax` | the matrix on JAX under `jax.jit` (every case), then eagerly on a representative subset (`--sample 6`: every test function, about 1 in 6 of its cases, the same ones every run); gradients (`check_grads`), `jax.nn` |
+| `conformance-jax` | the matrix on JAX under `jax.jit` (every case), then eagerly on a representative subset (`--sample 6`: every test function, about 1 in 6 of its cases, the same ones every run; the gradient tests, jitted either way, only under `--jit`); gradients (`check_grads`), `jax.nn` |
 | `demo` | `attnkit demo` on every backend |
 | `bench` | `attnkit bench --quick`: a smoke benchmark at tiny sizes (`nox -s bench -- --targets` for the real targets) |
 | `fuzz` | not run by `nox` alone: the differential fuzzer's long profile on every backend (`nox -s fuzz`) |
