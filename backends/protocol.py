@@ -15,6 +15,8 @@ import importlib
 from typing import Any
 
 from attnkit.backend_protocol import Kernels, MathBackend
+from attnkit.errors import ArgumentTypeError
+from attnkit.shapes import type_name
 
 __all__ = ["Backend", "Kernels", "MathBackend", "ToolBackend"]
 
@@ -67,6 +69,14 @@ class ToolBackend:
 class Backend(MathBackend, ToolBackend):
     """One array library's whole adapter: :class:`MathBackend`, what the math calls, and
     :class:`ToolBackend`, what the tools call. Each framework subclasses this."""
+
+    def check_rng(self, rng: Any, like: Any = None) -> None:
+        from attnkit.backends import NAMES  # the package's own list (imports this module)
+
+        raise ArgumentTypeError(
+            f"attnkit has no random numbers for {type_name(like)} arrays (no backend adapter "
+            f"for their namespace; supported: {', '.join(NAMES)}): dropout needs one."
+        )
 
     def __repr__(self) -> str:
         return f"<attnkit backend {self.NAME}>"
