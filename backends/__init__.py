@@ -4,33 +4,24 @@ The math (``attnkit``) never imports a framework. What the standard lacks (rando
 numbers for dropout, autodiff helpers, a framework's fused kernels, reading a concrete
 number out of an array) it asks of the backend of the inputs' namespace, found through
 :func:`for_namespace`, which this package registers with the math at import
-(:mod:`attnkit.registry`: the math depends on the protocol, never on a backend). The
-protocol (:mod:`.protocol`) has two halves: :class:`MathBackend`, what the math calls,
-and :class:`ToolBackend`, what the application and tests call (NumPy conversions,
-timing); :class:`Backend` is both.
-
-Each framework is one :class:`Backend` subclass in ``attnkit.backends.<name>``
-(``NAMES``), importing its framework lazily; ``load(name)`` gives its one instance.
-Adding a fifth backend (CuPy, Dask, any array-API library through array-api-compat)
-means writing one subclass in a new ``backends/<name>/__init__.py`` exposing
-``BACKEND = MyBackend()``, adding its name to ``NAMES`` and its namespace test to
-:func:`name_of`; everything without an adapter still works through :data:`GENERIC`
-(the array-API path, no dropout).
+(:mod:`attnkit.registry`: the math depends on the protocol, never on a backend). Each
+framework is one :class:`Backend` subclass in ``attnkit.backends.<name>`` (``NAMES``),
+importing its framework lazily; ``load(name)`` gives its one instance; everything
+without an adapter still works through :data:`GENERIC` (the array-API path, no dropout).
 
 The protocol
 ------------
 
-**The backend protocol** has two halves whose docstrings are the whole contract.
-`MathBackend` (declared by the math, `attnkit.backend_protocol`), what the math calls: `namespace`,
-`concrete_float`, explicit generators (`check_rng`, `split_rng`, `dropout_keep`,
-`normal`, `uniform`, `replay_rng`), the autodiff hooks (`recompute_block`, `custom_vjp`,
-`elementwise_grad`, `select`), the loop hook `map_blocks`, `foreign_mask` (PyTorch's
-`CausalBias`), and `kernels`, one `Kernels` dataclass of optional fast paths: `attention` (the whole call in
-the caller's layout), `attention_declines`, `attention_plan`, `block`, `run` and their
-constants. Kernels are leaves: they take arrays and plain arguments, never attnkit's
-internal objects, and return None where they do not apply. `ToolBackend` (`attnkit.backends.protocol`), what the
-application and the tests call: `available`, `from_numpy`, `to_numpy`, `synchronize`,
-`make_rng`. What `impl="auto"` runs:
+**The backend protocol** has two halves whose docstrings are the whole contract. `MathBackend`
+(declared by the math, `attnkit.backend_protocol`), what the math calls: `namespace`,
+`concrete_float`, explicit generators (`check_rng`, `split_rng`, `dropout_keep`, `normal`,
+`uniform`, `replay_rng`), the autodiff hooks (`recompute_block`, `custom_vjp`, `elementwise_grad`,
+`select`), the loop hook `map_blocks`, `foreign_mask` (PyTorch's `CausalBias`), and `kernels`, one
+`Kernels` dataclass of optional fast paths: `attention` (the whole call in the caller's layout),
+`attention_declines`, `attention_plan`, `block`, `run` and their constants. Kernels are leaves:
+they take arrays and plain arguments, never attnkit's internal objects, and return None where they
+do not apply. `ToolBackend` (`attnkit.backends.protocol`), what the application and the tests call:
+`available`, `from_numpy`, `to_numpy`, `synchronize`, `make_rng`. What `impl="auto"` runs:
 
 | backend | `impl="auto"` |
 |---|---|

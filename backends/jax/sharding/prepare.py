@@ -1,7 +1,5 @@
-"""Everything a JAX ring or Ulysses call does before any work: every check (the mesh
-axis, the layout, the arrays' types, lengths, lead axes and shardings, and the core's
-own validation of the whole call, traced abstractly), then the inputs placed on the mesh.
-"""
+"""What a JAX ring or Ulysses call does before any work: every check (mesh axis, layout,
+types, lengths, lead axes, shardings, the core's own), then the inputs placed on the mesh."""
 
 from __future__ import annotations
 
