@@ -9,13 +9,13 @@ session) runs the tests against the newest releases instead and names what moved
 The sessions
 ------------
 
-`pip install nox && nox` runs every session: 17 to 21 minutes on the project's 2-core
-machine from a clean checkout (`.ci/run` took 1,031 s, 1,196 s and 1,259 s in three
-runs: installing into the shared environment about 2 minutes, `tests` 4,
-`conformance-jax` 7 to 8 (5 to 6 under `jax.jit`, 2 eager), `distributed-jax` 1 to 2,
-the other sessions a minute or less each) and 2.4 GB of `.nox` (2.2 GB of it the shared
-environment with torch and JAX). One session at a time
-with `nox -s NAME` (`nox -s conformance-numpy` takes about a minute; `nox -l` lists them).
+`pip install nox && nox` runs every session: about 27 minutes on the project's 2-core
+machine from a clean checkout (`.ci/run` took 1,641 s and 1,655 s in two runs: `tests` 9
+minutes, about 2 of them making the shared environment; `conformance-jax` 8 (5.5 under
+`jax.jit`, 2 to 3 eager); `conformance-strict` 3; `conformance-numpy`, `-torch` and
+`distributed-jax` about 2 each; the rest under a minute each) and 2.4 GB of `.nox` (2.2
+GB of it the shared environment with torch and JAX). One session at a time with `nox -s
+NAME` (`nox -s conformance-numpy` takes about a minute; `nox -l` lists them).
 PyTorch, JAX and the test tools are installed once, into `.nox/shared`, for every
 session that needs them (remade when `noxfile.py`'s requirements or `pyproject.toml`
 change); `lint`, `conformance-numpy` and `conformance-strict` keep small environments of

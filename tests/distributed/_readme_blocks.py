@@ -12,7 +12,7 @@ __all__ = ["README", "TORCH_DISTRIBUTED", "script"]
 ROOT = Path(__file__).parents[2]
 README = ROOT / "README.md"
 #: attnkit.backends.torch.distributed, whose docstring holds the torchrun script.
-TORCH_DISTRIBUTED = ROOT / "backends" / "torch" / "distributed.py"
+TORCH_DISTRIBUTED = ROOT / "backends" / "torch" / "distributed" / "__init__.py"
 
 
 def script(name: str, source: Path = README) -> str:
