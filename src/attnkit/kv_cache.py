@@ -18,7 +18,6 @@ a time; GQA and RoPE as the layer has them):
 
 .. code-block:: python
 
-    import numpy as np
     import attnkit as ak
 
     rng = np.random.default_rng(0)
@@ -30,6 +29,8 @@ a time; GQA and RoPE as the layer has them):
     token = rng.standard_normal((1, 1, 64), dtype=np.float32)
     out, _, cache = ak.multi_head_attention(token, params=params, cache=cache, **opts)
 
+The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
+works the same way); ``tests/test_docstrings.py`` runs them.
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ projection) written once against the array API; the seed's multi-head example, d
 
 .. code-block:: python
 
-    import numpy as np
     import attnkit as ak
 
     rng = np.random.default_rng(0)
@@ -45,6 +44,8 @@ projection) written once against the array API; the seed's multi-head example, d
   rotary), `positions=` an offset or per-row positions; `ak.apply_rope` on its own. Tested
   against Hugging Face's Llama and GPT-J rotations.
 
+The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
+works the same way); ``tests/test_docstrings.py`` runs them.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ and returned in float32); :mod:`attnkit.viz` re-exports :func:`aggregate` and
 
 For example, three layers of four heads over five tokens::
 
-    >>> import numpy as np
     >>> from attnkit.rollout import aggregate, rollout
     >>> w = np.random.default_rng(0).random((3, 4, 5, 5))  # (N, H, L, L)
     >>> w = w / w.sum(-1, keepdims=True)  # rows sum to 1, as softmax weights do
@@ -23,6 +22,8 @@ For example, three layers of four heads over five tokens::
     >>> rollout(w, all_layers=True).shape  # the rollout at every depth
     (3, 5, 5)
 
+The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
+works the same way); ``tests/test_docstrings.py`` runs them.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ broadcast together. The callable must be elementwise (it sees tiles, not whole r
 For example, ALiBi's slopes, soft-capping and a function of the distance (the first row
 of causal attention sees one key, so no modifier changes it)::
 
-    >>> import numpy as np
     >>> import attnkit as ak
     >>> from attnkit import score_mods
     >>> rng = np.random.default_rng(0)
@@ -26,6 +25,8 @@ of causal attention sees one key, so no modifier changes it)::
     >>> decay.shape
     (1, 4, 6, 8)
 
+The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
+works the same way); ``tests/test_docstrings.py`` runs them.
 """
 
 from __future__ import annotations

@@ -42,7 +42,6 @@ A NumPy training loop (plain SGD, no autodiff) that learns to copy the previous 
 
 .. code-block:: python
 
-    import numpy as np
     import attnkit as ak
 
     rng = np.random.default_rng(0)
@@ -72,7 +71,6 @@ and bias as a `MultiHeadParams`; so a NumPy user trains the layer with plain SGD
 
 .. code-block:: python
 
-    import numpy as np
     import attnkit as ak
 
     rng = np.random.default_rng(0)
@@ -124,6 +122,8 @@ inputs), on torch `auto` and `generic`, `jax.grad` and NumPy `attention_vjp`, GQ
 float masks included (`tests/test_vjp_16bit.py`): every path accumulates in float32, and
 each gradient's error measured 1.00 times the math backend's, the rounding of the result.
 
+The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
+works the same way); ``tests/test_docstrings.py`` runs them.
 """
 
 from __future__ import annotations

@@ -40,8 +40,6 @@ JAX and array-api-strict (float16/bfloat16 computed in float32).
 
 .. code-block:: python
 
-    import numpy as np
-
     import attnkit as ak
     from attnkit import approx
 
@@ -127,6 +125,8 @@ features and checks the numbers against an independent float64 oracle (float64 a
 float32, NumPy, array-api-strict, PyTorch, JAX eagerly and under `jax.jit`), and the
 gradients on PyTorch and JAX against finite differences of the oracle.
 
+The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
+works the same way); ``tests/test_docstrings.py`` runs them.
 """  # noqa: E501
 
 from __future__ import annotations

@@ -35,7 +35,6 @@ attended pairs, not with L x S (a sliding window is linear in L). Pass one as
 
 .. code-block:: python
 
-    import numpy as np
     import attnkit as ak
     from attnkit import masks, score_mods
 
@@ -92,6 +91,8 @@ blocks be skipped. Every mask kind and score modifier is a conformance case on e
 backend, for every impl, at lengths that are not multiples of the block size, with
 gradients on PyTorch and JAX (`conformance/test_structured.py`).
 
+The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
+works the same way); ``tests/test_docstrings.py`` runs them.
 """
 
 from __future__ import annotations
