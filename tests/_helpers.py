@@ -10,7 +10,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PROC_STATUS", "numpy_attention64", "printed_int", "problem", "x64"]
+__all__ = [
+    "PROC_STATUS",
+    "host_devices_env",
+    "numpy_attention64",
+    "printed_int",
+    "problem",
+    "x64",
+]
 
 
 def numpy_attention64(q: Any, k: Any, v: Any, allowed: Any = None, additive: Any = None) -> Any:
@@ -54,6 +61,19 @@ def printed_int(script: str, *args: str) -> int:
         [sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, check=True
     )
     return int(done.stdout.strip())
+
+
+def host_devices_env(n: int, **extra: str) -> dict[str, str]:
+    """This process's environment for a JAX subprocess with ``n`` host devices: XLA_FLAGS
+    keeps the session's other flags (the test sessions' compile flags) and sets
+    ``--xla_force_host_platform_device_count=n`` in place of any device count there."""
+    kept = [
+        flag
+        for flag in os.environ.get("XLA_FLAGS", "").split()
+        if not flag.startswith("--xla_force_host_platform_device_count=")
+    ]
+    flags = " ".join([*kept, f"--xla_force_host_platform_device_count={n}"])
+    return {**os.environ, "XLA_FLAGS": flags, **extra}
 
 
 def problem(query: Any, key: Any, value: Any, **kwargs: Any) -> Any:

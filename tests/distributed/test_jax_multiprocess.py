@@ -7,13 +7,13 @@ XLA_FLAGS, so this test works whatever this process's device count is."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _helpers import host_devices_env
 
 pytest.importorskip("jax")
 
@@ -28,8 +28,7 @@ def _free_port() -> int:
 
 def test_ring_over_two_processes_matches_one_device() -> None:
     port = _free_port()
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-           "JAX_PLATFORMS": "cpu"}  # fmt: skip
+    env = host_devices_env(2, JAX_PLATFORMS="cpu")
     procs = [
         subprocess.Popen(
             [sys.executable, str(WORKER), str(i), str(port)],

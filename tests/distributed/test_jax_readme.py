@@ -3,13 +3,13 @@ device."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _helpers import host_devices_env
 from _readme_blocks import README, script
 
 pytest.importorskip("jax")
@@ -21,7 +21,7 @@ def test_readme_jax_ring_example_runs(tmp_path: Path) -> None:
     assert "XLA_FLAGS=--xla_force_host_platform_device_count=4 python ring_jax.py" in (
         README.read_text(encoding="utf-8")
     )
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    env = host_devices_env(4)  # as the README says, with the session's compile flags
     proc = subprocess.run(
         [sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=600, check=False,
