@@ -116,11 +116,19 @@ nox.options.error_on_missing_interpreters = True
 TORCH = "torch==2.13.0"
 #: The pinned test matrix (pip's ``-c`` format): every install below goes through it.
 CONSTRAINTS = Path(__file__).parent / "tests" / "constraints.txt"
-#: pip's options for every install: the pins, and no bytecode compiled at install time
-#: (Python compiles a module when it is first imported; compiling all of torch, JAX and
-#: transformers up front took 110 s of the shared environment's 2-minute install, against
-#: 27 s for the install without it).
+#: pip's options for every install: the pins, and no bytecode compiled at install time.
+#: Compiling all of torch, JAX and transformers up front took 110 s of the shared
+#: environment's install (27 s without it); instead Python compiles a module when it is
+#: first imported and keeps the bytecode (:data:`PYCACHE`).
 INSTALL = ("--no-compile", "-c", str(CONSTRAINTS))
+#: Where every session's Python keeps the bytecode of what it imports, so that a module is
+#: compiled once, not in every process that imports it (the tests start many): bytecode
+#: writing is switched on for the sessions even where the caller's environment sets
+#: PYTHONDONTWRITEBYTECODE, and it goes to this one folder (PYTHONPYCACHEPREFIX), not
+#: into the checkout or the environments.
+PYCACHE = Path(__file__).parent / ".nox" / "pycache"
+os.environ["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 TEST_DEPS = ("pytest>=8",)
 # The conformance matrix includes the hypothesis-driven differential fuzzer (test_fuzz.py).
 CONFORMANCE_DEPS = (*TEST_DEPS, "hypothesis", "pytest-xdist")
