@@ -9,12 +9,12 @@ session) runs the tests against the newest releases instead and names what moved
 The sessions
 ------------
 
-`pip install nox && nox` runs every session: about 27 minutes on the project's 2-core
-machine from a clean checkout (`.ci/run` took 1,641 s and 1,655 s in two runs: `tests` 9
-minutes, about 2 of them making the shared environment; `conformance-jax` 8 (5.5 under
-`jax.jit`, 2 to 3 eager); `conformance-strict` 3; `conformance-numpy`, `-torch` and
-`distributed-jax` about 2 each; the rest under a minute each) and 2.4 GB of `.nox` (2.2
-GB of it the shared environment with torch and JAX). One session at a time with `nox -s
+`pip install nox && nox` runs every session: about 21 minutes on the project's 2-core
+machine from a clean checkout (`.ci/run` took 1,243 s: `tests` 8 minutes, about 1 of them
+making the shared environment; `conformance-jax` 4 (2.2 under `jax.jit`, 1.6 eager);
+`conformance-numpy`, `-strict` and `-torch` about 2 each; `distributed-jax` 1.3; the rest
+under a minute each) and 2.3 GB of `.nox` (1.8 GB of it the shared environment with
+torch and JAX, 0.25 GB the bytecode in `.nox/pycache`). One session at a time with `nox -s
 NAME` (`nox -s conformance-numpy` takes about a minute; `nox -l` lists them).
 PyTorch, JAX and the test tools are installed once, into `.nox/shared`, for every
 session that needs them (remade when `noxfile.py`'s requirements or `pyproject.toml`
@@ -70,7 +70,7 @@ attend it (a row attending a NaN score has NaN output and lse on every impl); Na
 inf in value rows no query may attend, and NaN in the query rows of empty rows, change
 nothing. On PyTorch and JAX gradients are checked against the oracle's analytic ones in
 float64. The `ci` profile (derandomized, the default) adds about 35 s (NumPy), 75 s
-(PyTorch), 65 s (array-api-strict), 70 s (JAX eager) and 35 s (JAX under `jax.jit`) to
+(PyTorch), 60 s (array-api-strict), 35 s (JAX eager) and 15 s (JAX under `jax.jit`) to
 the conformance sessions here; `nox -s fuzz` runs the `long` profile (random examples,
 ATTNKIT_FUZZ_EXAMPLES to change their number) on every backend: 9.4 minutes here (NumPy
 74 s, PyTorch 158 s, JAX 92 s eagerly and 72 s under `jax.jit`, array-api-strict 152 s). Every bug it found has
