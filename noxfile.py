@@ -9,11 +9,12 @@ session) runs the tests against the newest releases instead and names what moved
 The sessions
 ------------
 
-`pip install nox && nox` runs every session: about 21 minutes on the project's 2-core
-machine from a clean checkout (`.ci/run` took 1,243 s: `tests` 8 minutes, about 1 of them
-making the shared environment; `conformance-jax` 4 (2.2 under `jax.jit`, 1.6 eager);
-`conformance-numpy`, `-strict` and `-torch` about 2 each; `distributed-jax` 1.3; the rest
-under a minute each) and 2.3 GB of `.nox` (1.8 GB of it the shared environment with
+`pip install nox && nox` runs every session: about 19 minutes on the project's 2-core
+machine from a clean checkout (`.ci/run` took 1,117 s, and 1,243 s in a run disturbed by
+other work: `tests` 7 minutes, about 1 of them making the shared environment;
+`conformance-jax` 4 (2.1 under `jax.jit`, 1.5 eager); `conformance-strict` and `-torch`
+about 2 each; `conformance-numpy` and `distributed-jax` about 1 each; the rest under a
+minute each) and 2.3 GB of `.nox` (1.8 GB of it the shared environment with
 torch and JAX, 0.25 GB the bytecode in `.nox/pycache`). One session at a time with `nox -s
 NAME` (`nox -s conformance-numpy` takes about a minute; `nox -l` lists them).
 PyTorch, JAX and the test tools are installed once, into `.nox/shared`, for every
