@@ -10,8 +10,8 @@ The sessions
 ------------
 
 `pip install nox && nox` runs every session: about 19 minutes on the project's 2-core
-machine from a clean checkout (`.ci/run` took 1,117 s, and 1,243 s in a run disturbed by
-other work: `tests` 7 minutes, about 1 of them making the shared environment;
+machine from a clean checkout (`.ci/run` took 1,117 s and 1,196 s in two runs, 1,243 s in one
+disturbed by other work: `tests` 7 minutes, about 1 of them making the shared environment;
 `conformance-jax` 4 (2.1 under `jax.jit`, 1.5 eager); `conformance-strict` and `-torch`
 about 2 each; `conformance-numpy` and `distributed-jax` about 1 each; the rest under a
 minute each) and 2.3 GB of `.nox` (1.8 GB of it the shared environment with
