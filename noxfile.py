@@ -34,7 +34,7 @@ skipped, and the `tests` session's summary (`pytest -rs`) says why and how to in
 | `conformance-numpy` | the matrix on NumPy with read-only inputs (a write into the caller's arrays fails) |
 | `conformance-strict` | the matrix on array-api-strict, inputs on its second device |
 | `conformance-torch` | the matrix on PyTorch, gradients (analytic oracle and `gradcheck`), torch SDPA |
-| `conformance-jax` | the matrix on JAX under `jax.jit` (every case), then eagerly on a representative subset (`--sample 6`: every test function, about 1 in 6 of its cases, the same ones every run; the gradient tests, jitted either way, only under `--jit`); gradients (`check_grads`), `jax.nn` |
+| `conformance-jax` | the matrix on JAX under `jax.jit` (every case), then eagerly on a representative subset (`--sample 6`: every test function, about 1 in 6 of its cases, the same ones every run; the gradient tests, jitted either way, and the eager-only `jax.nn` fuzzer only under `--jit`); gradients (`check_grads`), `jax.nn` |
 | `demo` | `attnkit demo` on every backend |
 | `bench` | `attnkit bench --quick`: a smoke benchmark at tiny sizes (`nox -s bench -- --targets` for the real targets) |
 | `fuzz` | not run by `nox` alone: the differential fuzzer's long profile on every backend (`nox -s fuzz`) |
@@ -121,7 +121,8 @@ CONSTRAINTS = Path(__file__).parent / "tests" / "constraints.txt"
 #: Compiling all of torch, JAX and transformers up front took 110 s of the shared
 #: environment's install (27 s without it); instead Python compiles a module when it is
 #: first imported and keeps the bytecode (:data:`PYCACHE`).
-INSTALL = ("--no-compile", "-c", str(CONSTRAINTS))
+NO_BYTECODE = ("--no-compile",)
+INSTALL = (*NO_BYTECODE, "-c", str(CONSTRAINTS))
 #: Where every session's Python keeps the bytecode of what it imports, so that a module is
 #: compiled once, not in every process that imports it (the tests start many): bytecode
 #: writing is switched on for the sessions even where the caller's environment sets
@@ -376,8 +377,8 @@ def latest(session: nox.Session) -> None:
     that failed; each test's own message names the family or case.
     """
     others = [d for d in SHARED_DEPS if d != TORCH]
-    session.install("--no-compile", "--upgrade", "--upgrade-strategy", "eager", TORCH, *others)
-    session.install("--no-compile", "--upgrade", "--upgrade-strategy", "eager", "-e", ".")
+    session.install(*NO_BYTECODE, "--upgrade", "--upgrade-strategy", "eager", TORCH, *others)
+    session.install(*NO_BYTECODE, "--upgrade", "--upgrade-strategy", "eager", "-e", ".")
     frozen = session.run("python", "-m", "pip", "freeze", "--exclude-editable", silent=True)
     pins = _pins()
     moved = []

@@ -38,15 +38,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-#: Tests whose every JAX computation runs under ``jax.jit`` even in an eager run (the
-#: harness takes gradients with ``jax.jit(jax.grad(...))``): an eager ``--sample`` run
-#: leaves them to the ``--jit`` run, which compiles the same programs.
-JAX_JITTED_ANYWAY = (
+#: Tests that run the same JAX computations with or without ``--jit``: the gradient tests
+#: (the harness takes gradients with ``jax.jit(jax.grad(...))``) and the jax.nn drop-in
+#: fuzzer (its calls are eager either way). An eager ``--sample`` run leaves them to the
+#: ``--jit`` run, which runs the same programs.
+JAX_SAME_EITHER_WAY = (
     "test_gradients",
     "test_structured_gradients",
     "test_gradients_equal_finite_differences",
     "test_fuzz_gradients",
     "test_gradcheck",
+    "test_fuzz_jax_nn_drop_in",
 )
 
 
@@ -54,7 +56,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """``--sample N``: a representative subset (every test function, 1 in N of its cases).
 
     On JAX without ``--jit`` the subset guards eager dispatch, so it leaves out the tests
-    that run jitted either way (:data:`JAX_JITTED_ANYWAY`)."""
+    that run the same either way (:data:`JAX_SAME_EITHER_WAY`)."""
     n = config.getoption("--sample")
     if n <= 1:
         return
@@ -63,7 +65,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep, drop = [], []
     for item in items:
         function = item.nodeid.split("[", 1)[0]
-        if eager_jax and function.rsplit("::", 1)[-1] in JAX_JITTED_ANYWAY:
+        if eager_jax and function.rsplit("::", 1)[-1] in JAX_SAME_EITHER_WAY:
             drop.append(item)
             continue
         first = function not in seen

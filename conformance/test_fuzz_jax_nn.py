@@ -23,13 +23,11 @@ from attnkit.backends.jax import dot_product_attention  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _jax_session_only(request: pytest.FixtureRequest) -> None:
-    """The jax.nn drop-in is fuzzed once, in the jax conformance session's full run
-    (``--backend=jax``, with or without ``--jit``: its calls are eager either way); the
-    other sessions, and the session's eager ``--sample`` run, skip it."""
+    """The jax.nn drop-in is fuzzed once, in the jax conformance session
+    (``--backend=jax``; its eager ``--sample`` run leaves it to the ``--jit`` run, see
+    ``conftest.JAX_SAME_EITHER_WAY``); the other sessions skip it."""
     if request.config.getoption("--backend") != "jax":
         pytest.skip("the jax.nn drop-in is fuzzed in the jax session (--backend=jax)")
-    if request.config.getoption("--sample") > 1:
-        pytest.skip("the jax.nn drop-in is fuzzed in the full run (its calls are eager there too)")
 
 
 TOL = {"float32": 2e-5, "float16": 2e-2}  # O(1) outputs: a few roundings of each dtype
