@@ -39,6 +39,10 @@ def test_verdict_lines() -> None:
         Row("torch", False, 4, 5.0, 1.0, 0, True),
     ]
     assert "NOT MET" in distributed._verdicts(worse, 32768, judged=True)[0]
+    halves = [Row("torch", False, p, 10.0 / p**0.5, 1.0, 0.0, True) for p in (1, 2, 4)]
+    lines = distributed._verdicts(halves, 4096, judged=True)
+    assert "P=4 / P=1 = 0.500  (bound <= 0.35)  NOT MET" in lines[0], lines
+    assert "P=2 / P=1 = 0.707  (bound <= 0.65)  NOT MET" in lines[1], lines
 
 
 def test_cli_refuses_options_that_do_not_apply(capsys: pytest.CaptureFixture[str]) -> None:
