@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import fuzz_oracle as fo
@@ -35,7 +36,7 @@ import numpy as np
 import pytest
 from fuzz_strategies import FULL, SMALL, cases
 from harness import Backend
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, example, given, note, settings
 from tolerances import RHO_OUT, assert_close, exact_allowed, lowp_allowed
 
 import attnkit as ak
@@ -60,6 +61,14 @@ _SHARE = {"attention": 1.0, "poison": 0.8, "gradients": 0.4}
 _BACKEND_SHARE = {"numpy": 0.85, "strict": 0.95, "torch": 1.3, "jax": 0.012, "jax-jit": 0.015}
 
 IMPLS = ("auto", "generic", "reference")
+
+#: Found from outside: a query block whose last row has no key in reach (a window ending
+#: past the keys) took its keys from its first row only, under JAX's pair loop: rows 5
+#: and 6 of the block of rows 4..7 lost keys 4 and 5.
+EDGE_OF_REACH = fo.FuzzCase(
+    q=(1, 2, 13, 3), k=(1, 2, 6, 3), v=(1, 2, 6, 2), dtype="float64", seed=7, window=(0, 0),
+    kv_offset=1, block_size=4, auto_block_size=4,
+)  # fmt: skip
 # Poison makes NumPy warn (invalid value in matmul, overflow in a cast): expected here.
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 LOW = ("float16", "bfloat16")
@@ -316,6 +325,8 @@ def test_fuzz_attention(backend: Backend) -> None:
 
     @_settings(backend, "attention")
     @given(case=cases(backend.dtypes, _sizes(backend)))
+    @example(case=EDGE_OF_REACH)
+    @example(case=replace(EDGE_OF_REACH, dtype="float32", auto_block_size=None))
     def run(case: fo.FuzzCase) -> None:
         note(case.describe())
         check_attention(backend, case)
@@ -490,6 +501,7 @@ def test_fuzz_gradients(backend: Backend) -> None:
         impl=st.sampled_from(IMPLS),
         poison=st.booleans(),
     )
+    @example(case=EDGE_OF_REACH, impl="auto", poison=True)
     def run(case: fo.FuzzCase, impl: str, poison: bool) -> None:
         note(case.describe())
         check_gradients(backend, case, impl, poison)

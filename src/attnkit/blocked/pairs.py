@@ -101,12 +101,15 @@ def pair_plan(p: Problem, kernels: Any, rows: int) -> PairPlan | None:
     groups: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
     for i in range(n):
         q_lo = i * rows
-        first = _row_range(p, q_lo)  # nondecreasing ends: the block's loosest and
-        last = _row_range(p, q_lo + rows - 1)  # tightest bounds come from these two rows
-        if last is None and first is None:
+        # the block's keys are the union of its rows' (rows of a band whose window lies
+        # past the keys attend nothing, so the first and last rows alone can miss some)
+        span = clip_ranges(p.structure.key_ranges(p.geometry, q_lo, q_lo + rows), p.S)
+        if not span:
             continue
-        lo = first[0] if first is not None else last[0]
-        hi = last[1] if last is not None else first[1]
+        lo, hi = span[0][0], span[-1][1]
+        # nondecreasing ends: where both end rows attend, the tightest bounds are theirs
+        first = _row_range(p, q_lo)
+        last = _row_range(p, q_lo + rows - 1)
         for k_lo, k_hi in key_blocks:
             if k_hi <= lo or k_lo >= hi:
                 continue  # no row reaches these keys
