@@ -1,11 +1,12 @@
-"""``Backend.map_blocks``: the executor's loop over uniform blocks (issue 25, items 1, 2, 5).
+"""``Backend.map_blocks``: the loop over tiles, and the calls that run through it.
 
-The run of a window's interior (every block the same (rows, width) tile) goes through
-the backend's loop hook, forward and backward: a Python loop on NumPy, array-api-strict
-and torch, ``jax.lax.map`` on JAX. Checks: gradients and outputs of calls with long runs
-against float64 torch autograd of the plain formula (float64: 1e-10 absolute, sums in
-another order; float32: 2e-5), the hook itself against slicing by hand, the jitted
-program's size at two lengths (the HLO test), and ``attnkit.explain`` naming the loop.
+On JAX every call form runs as one loop over its tile table (``jax.lax.scan``), forward
+and backward; NumPy, array-api-strict and torch run query blocks in a Python loop.
+Checks: gradients and outputs of windows, dense and causal calls against float64 torch
+autograd of the plain formula (float64: 1e-10 absolute, sums in another order; float32:
+2e-5), the hook itself against slicing by hand (its tiles' positions passed to the
+body, merged pieces in the online-softmax packing), the jitted program's size at two
+lengths (the HLO test), and ``attnkit.explain`` naming the loop.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from attnkit.backends import load
 
 import attnkit as ak
 from attnkit.blocked.loop import map_blocks
+from attnkit.merge import finish_packed
 
 torch = pytest.importorskip("torch")
 
@@ -124,13 +126,14 @@ def test_map_blocks_matches_slicing_by_hand(name: str) -> None:
     rng = np.random.default_rng(1)
     a = xp.asarray(rng.standard_normal((3, 20, 4)))
     b = xp.asarray(rng.standard_normal((3, 30, 4)))
-    starts = [(0, 2), (5, 9), (10, 16)]
+    starts = [(0, 2, 7), (5, 9, 11), (10, 16, 13)]  # two operands' rows, then the body's own
 
-    def body(x: Any, y: Any) -> tuple[Any, Any]:
-        return x @ xp.matrix_transpose(y), xp.sum(x, axis=-1, keepdims=True)
+    def body(at: Any, x: Any, y: Any) -> tuple[Any, Any]:
+        tag = xp.astype(xp.asarray(at[2]), x.dtype)  # the tile's own entry, traced or not
+        return x @ xp.matrix_transpose(y), xp.sum(x, axis=-1, keepdims=True) + tag
 
     got = map_blocks(backend, body, starts, (a, b), (5, 7))
-    want = [body(a[..., i : i + 5, :], b[..., j : j + 7, :]) for i, j in starts]
+    want = [body(at, a[..., at[0] : at[0] + 5, :], b[..., at[1] : at[1] + 7, :]) for at in starts]
     for n, g in enumerate(got):
         w = np.concatenate([np.asarray(x[n]) for x in want], axis=-2)
         assert tuple(g.shape) == w.shape, f"{name}: output {n} shape {g.shape}, expected {w.shape}"
@@ -147,7 +150,7 @@ def _hlo(jax: Any, L: int, grad: bool, kw: dict[str, Any]) -> tuple[int, int]:
         return ak.scaled_dot_product_attention(a, b, c, **kw)
 
     fn = call
-    if grad:
+    if grad:  # fmt: skip
         fn = jax.grad(lambda a, b, c: jnp.sum(call(a, b, c)), argnums=(0, 1, 2))
     text = jax.jit(fn).lower(x, x, x).as_text()
     return len(text.splitlines()), text.count("stablehlo.while")
@@ -160,9 +163,8 @@ HLO_CALLS = {"window 256": {"window": 256}, "dense": {}, "causal": {"is_causal":
 @pytest.mark.parametrize("grad", [False, True], ids=["forward", "forward+backward"])
 def test_hlo_does_not_grow_with_length(grad: bool, kw: dict[str, Any]) -> None:
     """The jitted program of a window-256, an unstructured or a causal call at L = 2048
-    and L = 8192: the same number of while loops (at least one: the run, or the causal
-    pairs, is a loop), and a program at most 5% longer in lines (unrolled, it grew 4x;
-    causal, 22x)."""
+    and L = 8192: the same number of while loops (at least one: the tiles), and a program
+    at most 5% longer in lines (unrolled, it grew 4x; causal, 22x)."""
     jax = pytest.importorskip("jax")
     small, large = _hlo(jax, 2048, grad, kw), _hlo(jax, 8192, grad, kw)
     print(f"HLO {'grad' if grad else 'forward'}: L=2048 {small}, L=8192 {large} (lines, whiles)")
@@ -180,7 +182,7 @@ def test_explain_names_the_loop() -> None:
     assert "jax.lax.scan" in text, text
     q = np.zeros((1, 2, 512, 16))
     text = str(ak.explain(q, q, q, window=16, block_size=32, impl="generic"))
-    assert "a Python loop over the blocks" in text, text
+    assert "strategy  row blocks" in text and "one by one in Python" in text, text
 
 
 def _masked_gold(q, k, v, d_out, mask: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -224,7 +226,7 @@ def test_dense_runs_under_a_mask_of_one_row(mask: np.ndarray) -> None:
     with x64(jax):
         arrays = [jnp.asarray(x) for x in (q, k, v)]
         plan = str(ak.explain(*arrays, attn_mask=jnp.asarray(mask), **KW))
-        assert "a run: every whole block" in plan, plan
+        assert "strategy  tiles" in plan and "jax.lax.scan" in plan, plan
 
         def loss(a, b, c, m):
             out = ak.scaled_dot_product_attention(a, b, c, attn_mask=m, **KW)
@@ -238,7 +240,7 @@ def test_dense_runs_under_a_mask_of_one_row(mask: np.ndarray) -> None:
             assert err <= F64, f"jax jit: {what} max error {err:.3e} > allowed {F64:.1e}"
 
 
-# --- causal attention as (query block, key block) pairs (attnkit.blocked.pairs) ---------
+# --- causal attention as (query block, key block) tiles (attnkit.blocked.tile_loop) ----
 
 #: (L, S, keyword arguments): calls whose query blocks all differ (no run), banded.
 PAIR_CALLS = {
@@ -276,7 +278,7 @@ def _pair_inputs(L: int, S: int, seed: int = 0) -> tuple[np.ndarray, ...]:
 @pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 @pytest.mark.parametrize("call", list(PAIR_CALLS.values()), ids=list(PAIR_CALLS))
 def test_jax_causal_pairs(call: tuple[int, int, dict[str, Any]], jit: bool) -> None:
-    """Causal attention through the pair loop (explain says so) equals the plain formula,
+    """Causal attention through the tile loop (explain says so) equals the plain formula,
     output and gradients, float64; rows with no key give 0 and gradient 0 even with NaN
     in their queries."""
     jax = pytest.importorskip("jax")
@@ -292,7 +294,7 @@ def test_jax_causal_pairs(call: tuple[int, int, dict[str, Any]], jit: bool) -> N
     with x64(jax):
         arrays = [jnp.asarray(x) for x in (q, k, v)]
         plan = str(ak.explain(*arrays, **kw))
-        assert "pairs: " in plan and "jax.lax.scan" in plan, plan
+        assert "tiles: " in plan and "jax.lax.scan" in plan, plan
 
         def loss(a, b, c):
             out = ak.scaled_dot_product_attention(a, b, c, **kw)
@@ -300,7 +302,7 @@ def test_jax_causal_pairs(call: tuple[int, int, dict[str, Any]], jit: bool) -> N
 
         fn = jax.grad(loss, argnums=(0, 1, 2), has_aux=True)
         (dq, dk, dv), out = (jax.jit(fn) if jit else fn)(*arrays)
-    _check(f"jax pairs {'jit' if jit else 'eager'}", [out, dq, dk, dv], [gold, *grads], F64)
+    _check(f"jax tiles {'jit' if jit else 'eager'}", [out, dq, dk, dv], [gold, *grads], F64)
     if empty.any():
         assert np.all(np.asarray(out)[..., empty, :] == 0), "rows with no key must be 0"
         assert np.all(np.asarray(dq)[..., empty, :] == 0), "their dq must be 0"
@@ -329,14 +331,14 @@ def test_jax_window_past_the_keys_at_scale() -> None:
         return jnp.sum(out * jnp.asarray(d_out, dtype=jnp.float32)), out
 
     f32 = [jnp.asarray(x, dtype=jnp.float32) for x in (q, k, v)]
-    assert "pairs: " in str(ak.explain(*f32, **kw))
+    assert "tiles: " in str(ak.explain(*f32, **kw))
     (dq, dk, dv), out = jax.jit(jax.grad(loss, argnums=(0, 1, 2), has_aux=True))(*f32)
     _check("jax window past the keys", [out, dq, dk, dv], [gold, *grads], 2e-5)
 
 
 def test_jax_causal_pairs_float32_and_numpy_unchanged() -> None:
-    """Float32 pairs under jit within 2e-5 of the float64 formula; NumPy (a Python loop:
-    one block per query block, no pairs) says so in explain and agrees."""
+    """Float32 tiles under jit within 2e-5 of the float64 formula; NumPy (a Python loop:
+    one block per query block, no tiles) says so in explain and agrees."""
     jax = pytest.importorskip("jax")
     jnp = jax.numpy
     q, k, v, d_out = _pair_inputs(L, L, seed=4)
@@ -348,17 +350,18 @@ def test_jax_causal_pairs_float32_and_numpy_unchanged() -> None:
 
     f32 = [jnp.asarray(x, dtype=jnp.float32) for x in (q, k, v)]
     (dq, dk, dv), out = jax.jit(jax.grad(loss, argnums=(0, 1, 2), has_aux=True))(*f32)
-    _check("jax pairs float32", [out, dq, dk, dv], [gold, *grads], 2e-5)
-    assert "pairs: " not in str(ak.explain(q, k, v, is_causal=True, **KW))
+    _check("jax tiles float32", [out, dq, dk, dv], [gold, *grads], 2e-5)
+    assert "strategy  row blocks" in str(ak.explain(q, k, v, is_causal=True, **KW))
     out, vjp = ak.attention_vjp(q, k, v, is_causal=True, **KW)
     _check("numpy causal", [out, *vjp(d_out)], [gold, *grads], F64)
 
 
 @pytest.mark.parametrize("name", ["numpy", "jax"])
 def test_map_blocks_merges_pieces_into_rows(name: str) -> None:
-    """Merged outputs: pieces of attention over disjoint keys (packed [out | lse]) merge
-    into their rows by log-sum-exp, equal to attention over the pieces' keys together;
-    rows no block reaches are attention over no key (0, -inf); a summed output beside."""
+    """Merged outputs: pieces of attention over disjoint keys (packed [acc | m | l], the
+    online softmax) merge into their rows, equal to attention over the pieces' keys
+    together; rows no tile reaches are attention over no key (acc 0, m -inf, l 0); a
+    summed output beside."""
     backend = load(name)
     if not backend.available():
         pytest.skip(f"{name} is not installed")
@@ -368,20 +371,22 @@ def test_map_blocks_merges_pieces_into_rows(name: str) -> None:
     # (query start, key start, value start); 4 query rows, 5 keys each
     starts = [(0, 0, 0), (0, 5, 5), (4, 10, 10), (8, 0, 0), (4, 15, 15)]
 
-    def body(q: Any, k: Any, v: Any) -> tuple[Any, Any]:
+    def body(at: Any, q: Any, k: Any, v: Any) -> tuple[Any, Any]:
         s = q @ xp.matrix_transpose(k)  # (2, 4, 5)
         top = xp.max(s, axis=-1, keepdims=True)
         e = xp.exp(s - top)
         total = xp.sum(e, axis=-1, keepdims=True)
-        packed = xp.concat([(e / total) @ v, top + xp.log(total)], axis=-1)  # (2, 4, 5)
+        packed = xp.concat([e @ v, top, total], axis=-1)  # (2, 4, 6): [acc | m | l]
         return packed, xp.ones_like(k)  # merged into query rows; summed into key rows
 
     q, k, v = (xp.asarray(x) for x in (qn, kn, vn))
     merged, counts = map_blocks(
         backend, body, starts, (q, k, v), (4, 5, 5), sums=((1, 20),), merges=((0, 16),)
     )
-    got = np.asarray(merged)
-    assert got.shape == (2, 16, 5), f"{name}: merged shape {got.shape}, expected (2, 16, 5)"
+    packed = np.asarray(merged)
+    assert packed.shape == (2, 16, 6), f"{name}: merged shape {packed.shape}, expected (2, 16, 6)"
+    out, lse = (np.asarray(x) for x in finish_packed(merged))
+    got = np.concatenate([out, lse[..., None]], axis=-1)  # (2, 16, 5): [out | lse]
     for rows, keys in (((0, 4), [0, 5]), ((4, 8), [10, 15]), ((8, 12), [0])):
         cols = np.concatenate([np.arange(a, a + 5) for a in keys])
         s = qn[:, rows[0] : rows[1]] @ kn[:, cols].swapaxes(-1, -2)

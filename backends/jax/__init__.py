@@ -161,26 +161,27 @@ class JaxBackend(Backend):
         """A JAX key is a value: the same key redraws the same numbers."""
         return rng
 
-    map_blocks_loop = "jax.lax.scan over the blocks (lax.dynamic_slice, jax.checkpoint body)"
+    map_blocks_loop = "jax.lax.scan over the tiles (lax.dynamic_slice, jax.checkpoint body)"
     map_blocks_recomputes = True
 
     def map_blocks(
         self,
         body: Callable[..., tuple[Any, ...]],
-        starts: list[tuple[int, ...]],
+        starts: Any,
         operands: tuple[Any, ...],
         sizes: tuple[int, ...],
         sums: tuple[tuple[int, int], ...] = (),
         merges: tuple[tuple[int, int], ...] = (),
     ) -> tuple[Any, ...]:
-        """``jax.lax.scan`` over the blocks' start rows, each block's operands cut by
+        """``jax.lax.scan`` over the tiles' rows of ``starts`` (a list of int tuples or an
+        int array computed at run time), each tile's operands cut by
         ``lax.dynamic_slice_in_dim`` and ``body`` under ``jax.checkpoint`` (Rabe & Staats,
         "Self-attention Does Not Need O(n^2) Memory"): the program holds one body and one
-        loop whatever the number of blocks, and reverse-mode autodiff recomputes each
-        block's scores rather than storing them. Stacked outputs (blocks, ..., rows, X)
-        become (..., blocks * rows, X); merged and summed outputs ride the scan's carry,
-        each block's merged (:func:`attnkit.merge.merge_packed`) or added into its
-        rows with ``lax.dynamic_update_slice`` (no per-block copies)."""
+        loop whatever the number of tiles, and reverse-mode autodiff recomputes each
+        tile's scores rather than storing them. Stacked outputs (tiles, ..., rows, X)
+        become (..., tiles * rows, X); merged and summed outputs ride the scan's carry,
+        each tile's merged (:func:`attnkit.merge.merge_packed`) or added into its
+        rows with ``lax.dynamic_update_slice`` (no per-tile copies)."""
         import jax
         import jax.numpy as jnp
 
@@ -195,8 +196,9 @@ class JaxBackend(Backend):
                 for i, (x, n) in enumerate(zip(operands, sizes, strict=True))
             ]
 
-        at0 = jnp.asarray(starts, dtype=jnp.int32)  # (blocks, operands)
-        shapes = jax.eval_shape(step, *cut(at0[0]))
+        at0 = jnp.asarray(starts, dtype=jnp.int32)  # (tiles, entries)
+        row0 = tuple(at0[0, c] for c in range(at0.shape[1]))
+        shapes = jax.eval_shape(step, row0, *cut(row0))
         folds = (*merges, *sums)  # the carried outputs, in the body's order
         split = len(shapes) - len(folds)
         carry0 = tuple(
@@ -206,10 +208,11 @@ class JaxBackend(Backend):
         )
 
         def one(carry: tuple[Any, ...], at: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-            outs = step(*cut(at))
+            row = tuple(at[c] for c in range(at.shape[0]))
+            outs = step(row, *cut(row))
             new = []
             for j, (total, (i, _), y) in enumerate(zip(carry, folds, outs[split:], strict=True)):
-                lo = at[i]
+                lo = row[i]
                 held = lax.dynamic_slice_in_dim(total, lo, y.shape[-2], axis=total.ndim - 2)
                 both = merge_packed(held, y) if j < len(merges) else held + y
                 new.append(lax.dynamic_update_slice_in_dim(total, both, lo, total.ndim - 2))
@@ -217,7 +220,7 @@ class JaxBackend(Backend):
 
         carry, stacked = lax.scan(one, carry0, at0)
         result = []
-        for y in stacked:  # (blocks, ..., rows, X) -> (..., blocks * rows, X)
+        for y in stacked:  # (tiles, ..., rows, X) -> (..., tiles * rows, X)
             y = jnp.moveaxis(y, 0, -3)
             result.append(jnp.reshape(y, (*y.shape[:-3], y.shape[-3] * y.shape[-2], y.shape[-1])))
         return (*result, *carry)

@@ -24,18 +24,18 @@ Both caches hold at most 64 signatures and no arrays. Nothing is cached while
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from . import masks
 from ._problem import Problem, caller_layout
 from .blocked import blocked_attention, cost
 from .compiling import tracing
 from .options import Options
+from .plan import Plan, plan_of
 from .reference import reference_attention
 from .vjp import differentiable_attention
 
-__all__ = ["Choice", "attend", "choose", "known_problem", "planned", "signature"]
+__all__ = ["attend", "known_problem", "planned", "signature"]
 
 _CACHE_MAX = 64
 #: Problems of validated plain signatures, their arrays dropped.
@@ -43,18 +43,6 @@ _VALIDATED: dict[tuple[Any, ...], Problem] = {}
 #: The backend's plan (a function of query, key, value) of plain signatures that went
 #: to its whole-call kernel.
 _PLANS: dict[tuple[Any, ...], Any] = {}
-
-
-@dataclass
-class Choice:
-    """The path a call takes: ``path`` one of "kernel", "blocked kernels", "generic",
-    "reference"; ``kernels`` the backend's kernels in use (None: array-API only);
-    ``declined`` why faster paths were not taken, in plain words."""
-
-    path: str
-    kernels: Any = None
-    causal: bool = False  # the whole-call kernel's top-left causal flag
-    declined: list[str] = field(default_factory=list)
 
 
 def signature(query: Any, key: Any, value: Any, o: Options) -> tuple[Any, ...] | None:
@@ -123,50 +111,51 @@ def known_problem(
 
 
 def attend(p: Problem, sig: tuple[Any, ...] | None = None) -> tuple[Any, Any, Any]:
-    """(out, weights or None, lse or None) of a validated call: the output in the
-    caller's layout (..., Hq, L, Ev) from the whole-call kernel, else in the executors'
-    compute dtype and GQA layout. ``sig``: the call's plain signature, remembered."""
+    """(out, weights or None, lse or None) of a validated call, by its plan
+    (:func:`attnkit.plan.plan_of`): the output in the caller's layout (..., Hq, L, Ev)
+    from the whole-call kernel, else in the executors' compute dtype and GQA layout.
+    ``sig``: the call's plain signature, remembered."""
     if sig is not None and sig not in _VALIDATED:
         _remember(_VALIDATED, sig, replace(p, query=None, key=None, value=None, mask=None))
-    if p.impl == "reference":
+    plan = plan_of(p)
+    if plan.strategy == "reference":
         return reference_attention(p)
-    choice = choose(p)
-    if choice.path == "kernel":
-        kernel_args = dict(mask=p.mask, causal=choice.causal, scale=p.scale, gqa=p.gqa_groups > 1)
+    if plan.strategy == "whole call":
+        kernel_args = dict(mask=p.mask, causal=plan.causal, scale=p.scale, gqa=p.gqa_groups > 1)
         if tracing():  # no concrete check in a graph: the kernel may select in it
-            kernel_args["fallback"] = functools.partial(_generic_output, p, choice.kernels)
-        out = choice.kernels.attention(p.query, p.key, p.value, **kernel_args)
+            kernel_args["fallback"] = functools.partial(_generic_output, p)
+        out = plan.kernels.attention(p.query, p.key, p.value, **kernel_args)
         if out is not None:
             if sig is not None and sig not in _PLANS:
-                _remember_plan(sig, p, choice, kernel_args)
+                _remember_plan(sig, p, plan, kernel_args)
             return out, None, None
         # declined on the values (a NaN at a masked position): the executor, guarded
-    if choice.path in ("generic", "blocked kernels"):
-        # differentiated by attnkit's own backward pass (None where nothing records
-        # gradients): under autograd the blocked kernels' forward would leave autodiff
-        # to differentiate the kernels block by block, no faster than attnkit's backward
-        # from the saved output and lse (bench --backward, target 2), and without lse
-        out = differentiable_attention(p)
-        if out is not None:
-            return out, None, None
-    return blocked_attention(p, choice.kernels)
+        return blocked_attention(p, plan_of(p, whole_call=False))
+    # differentiated by attnkit's own backward pass (None where nothing records
+    # gradients): under autograd the blocked kernels' forward would leave autodiff to
+    # differentiate the kernels block by block, no faster than attnkit's backward from
+    # the saved output and lse (bench --backward, target 2), and without lse
+    out = differentiable_attention(p)
+    if out is not None:
+        return out, None, None
+    return blocked_attention(p, plan)
 
 
-def _generic_output(p: Problem, kernels: Any) -> Any:
+def _generic_output(p: Problem) -> Any:
     """The blocked executor's output of ``p`` in the caller's layout and dtype (..., Hq,
     L, Ev): the whole-call kernel's ``fallback`` while a compiler traces, in a few
     large blocks (compile time grows with the blocks unrolled into the graph)."""
     if p.block_size is None:
         p = replace(p, block_size=cost.graph_block_size(p))
-    out, _, _ = blocked_attention(p, kernels)
+    out, _, _ = blocked_attention(p, plan_of(p, whole_call=False))
     return caller_layout(p, out, (p.L, p.Ev), p.dtype)
 
 
-def _remember_plan(sig: tuple[Any, ...], p: Problem, choice: Choice, kernel_args: dict) -> None:
+def _remember_plan(sig: tuple[Any, ...], p: Problem, plan: Plan, kernel_args: dict) -> None:
     """Keep the whole-call kernel's plan for ``sig``: the backend's own plan without a
     mask; with one, the kernel with this call's other arguments bound (it still checks
     what it checks per call, such as a finite output where pairs are masked)."""
-    kernels = choice.kernels
+    kernels = plan.kernels
     if p.mask is None:
         if kernels.attention_plan is None:
             return
@@ -187,73 +176,3 @@ def _remember(cache: dict[tuple[Any, ...], Any], sig: tuple[Any, ...], value: An
     if len(cache) >= _CACHE_MAX:
         cache.clear()
     cache[sig] = value
-
-
-def choose(p: Problem) -> Choice:
-    """The path of a validated call and why faster paths were declined (no array work:
-    the whole-call kernel may still decline on the values, e.g. a NaN at a masked
-    position, and the blocked executor then takes the call)."""
-    if p.impl == "reference":
-        return Choice("reference", declined=['impl="reference" asks for the plain formula'])
-    if p.impl == "generic":
-        return Choice("generic", declined=['impl="generic" asks for the array-API executor'])
-    kernels = p.backend.kernels
-    declined = []
-    if kernels.attention is None:
-        declined.append(f"the {p.backend.NAME} backend has no whole-call kernel")
-    else:
-        reasons, causal = _whole_call_declines(p)
-        if not reasons and kernels.attention_declines is not None:
-            why = kernels.attention_declines(
-                p.query, p.key, p.value, mask=p.mask, causal=causal, scale=p.scale,
-                gqa=p.gqa_groups > 1,
-            )  # fmt: skip
-            reasons = [] if why is None else [why]
-        if not reasons:
-            return Choice("kernel", kernels, causal)
-        declined += [f"whole-call kernel: {reason}" for reason in reasons]
-    if kernels.block is None and kernels.run is None:
-        declined.append(f"the {p.backend.NAME} backend has no block kernels")
-        return Choice("generic", declined=declined)
-    if not _block_kernels_apply(p):
-        declined.append("block kernels: dropout, weights, lse or a score_mod are computed here")
-        return Choice("generic", declined=declined)
-    return Choice("blocked kernels", kernels, declined=declined)
-
-
-def _block_kernels_apply(p: Problem) -> bool:
-    """Block kernels give no lse and draw no dropout: only for calls needing neither."""
-    return not (p.need_weights or p.need_lse or p.dropout_p > 0 or p.score_mod is not None)
-
-
-def _whole_call_declines(p: Problem) -> tuple[list[str], bool]:
-    """Why the semantics of a whole-call kernel (no dropout, weights, lse, score_mod,
-    window or structured mask; causal only top-left with the diagonal at position 0 and
-    without a mask) differ from this call's; and whether the call is that causal."""
-    reasons = []
-    if p.dropout_p > 0:
-        reasons.append("dropout draws from attnkit's explicit rng")
-    if p.need_weights or p.need_lse:
-        reasons.append("weights or lse are asked for")
-    if p.score_mod is not None:
-        reasons.append("a score_mod")
-    if p.L == 0 or p.S == 0:
-        reasons.append("a zero-length axis")
-    causal = _plain_causal(p)
-    if p.structure is not None and not causal:
-        reasons.append("a window or structured mask (the executor skips its blocks)")
-    if causal and p.mask is not None:
-        reasons.append("is_causal together with attn_mask")
-    return reasons, causal
-
-
-_CAUSAL = (masks.causal("top_left"), masks.causal("bottom_right"))
-
-
-def _plain_causal(p: Problem) -> bool:
-    """Whether the structure is exactly top-left is_causal: key j <= query i, diagonal at 0."""
-    s, g = p.structure, p.geometry
-    if s is None or s not in _CAUSAL:
-        return False
-    shift = g.S - g.L if s == _CAUSAL[1] else 0
-    return g.q_offset + shift == g.kv_offset

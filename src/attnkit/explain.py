@@ -1,9 +1,10 @@
 """``attnkit.explain``: the plan of an attention call, without computing it.
 
-It validates the call exactly as :func:`attnkit.scaled_dot_product_attention` does, asks
-the dispatcher which path it takes and why faster ones were declined, and walks the
-executor's blocks to count the key columns they read and the pairs they attend. Only
-masks are evaluated (tile by tile), never scores.
+It validates the call exactly as :func:`attnkit.scaled_dot_product_attention` does, reads
+the call's plan (:func:`attnkit.plan.plan_of`: the path, why faster ones were declined,
+the strategy, its tile table or blocks) and describes it: the tiles in the table (full,
+partial, skipped) or the blocks and the key columns they read, and the pairs attended.
+Only masks are evaluated (tile by tile), never scores.
 """
 
 from __future__ import annotations
@@ -12,14 +13,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _dispatch
 from ._problem import Problem
-from .blocked.cost import choose_block_size
-from .blocked.executor import mapped_run
-from .blocked.pairs import PairPlan, pair_plan
 from .blocked.translated_runs import find_run
 from .masks import Tile, clip_ranges
 from .options import Options
+from .plan import Plan, plan_of
 from .shapes import broadcast_shapes, prod
 from .validation import validate
 
@@ -37,6 +35,9 @@ class AttentionPlan:
     path: str
     kernel: str | None
     declined: list[str] = field(default_factory=list)
+    strategy: str = ""
+    tiles: tuple[int, int, int] = (0, 0, 0)  # (full, partial, skipped) of the tile table
+    tile_size: tuple[int, int] | None = None  # (rows, cols) of a tile
     block_size: int | None = None
     blocks: int = 0
     run_blocks: int = 0
@@ -50,9 +51,19 @@ class AttentionPlan:
 
     def __str__(self) -> str:
         lines = [f"backend   {self.backend}", f"path      {self.path}"]
+        if self.strategy:
+            lines.append(f"strategy  {self.strategy}")
         if self.kernel:
             lines.append(f"kernel    {self.kernel}")
         lines += [f"declined  {reason}" for reason in self.declined]
+        if self.tile_size is not None:
+            full, partial, skipped = self.tiles
+            rows, cols = self.tile_size
+            lines.append(
+                f"tiles     {full + partial} of {rows} x {cols}: {full} full, {partial} partial, "
+                f"{skipped} skipped"
+            )
+            lines.append(f"keys      {self.key_columns} key columns read over all tiles")
         if self.block_size is not None:
             lines.append(f"blocks    {self.blocks} of up to {self.block_size} query rows")
             if self.run_blocks:
@@ -103,76 +114,109 @@ def explain(
     validated the same way, raising the same errors), without computing attention."""
     options = Options.of(locals())  # the non-array arguments, by name
     p = validate(query, key, value, options)
-    choice = _dispatch.choose(p)
+    plan = plan_of(p)
     heads = prod(p.out_lead)  # the leading dims of the output, (..., Hq)
     itemsize = 8 if p.compute_dtype == p.xp.float64 else 4
-    plan = AttentionPlan(p.backend.NAME, choice.path, None, list(choice.declined))
-    plan.backward = _backward(p, choice.path)
-    plan.full_pairs = heads * p.L * p.S
+    result = AttentionPlan(p.backend.NAME, plan.path, None, list(plan.declined), plan.strategy)
+    result.backward = _backward(p, plan.path)
+    result.full_pairs = heads * p.L * p.S
     out_bytes = heads * p.L * p.Ev * itemsize
-    if choice.path == "kernel":
-        plan.kernel = _name(choice.kernels.attention)
-    if choice.path == "kernel" and (choice.causal or p.mask is not None):
-        plan.notes.append(
-            "the output is checked finite where pairs are masked; a NaN or inf at a masked "
-            "position sends the call to the blocked executor"
+    if plan.strategy == "whole call":
+        result.kernel = _name(plan.kernels.attention)
+        if plan.causal or p.mask is not None:
+            result.notes.append(
+                "the output is checked finite where pairs are masked; a NaN or inf at a masked "
+                "position sends the call to the blocked executor"
+            )
+        result.pairs_attended = _attended(p, [(0, p.L)], heads)
+        result.pairs_computed = (
+            result.pairs_attended if p.structure is not None else result.full_pairs
         )
-    if p.impl == "reference":
-        plan.pairs_computed = plan.full_pairs
-        plan.pairs_attended = _attended(p, [(0, p.L)], heads)
-        plan.peak_bytes = 3 * plan.full_pairs * itemsize + out_bytes
-        return plan
-    if choice.path == "kernel":
-        plan.pairs_attended = _attended(p, [(0, p.L)], heads)
-        plan.pairs_computed = plan.pairs_attended if p.structure is not None else plan.full_pairs
-        plan.peak_bytes = out_bytes
-        return plan
-    kernels = choice.kernels
+        result.peak_bytes = out_bytes
+        return result
+    if plan.strategy == "reference":
+        result.pairs_computed = result.full_pairs
+        result.pairs_attended = _attended(p, [(0, p.L)], heads)
+        result.peak_bytes = 3 * result.full_pairs * itemsize + out_bytes
+        return result
+    if plan.strategy == "tiles":
+        return _explain_tiles(p, result, plan, heads, itemsize, out_bytes)
+    return _explain_blocks(p, result, plan, heads, itemsize, out_bytes)
+
+
+def _explain_tiles(
+    p: Problem, result: AttentionPlan, plan: Plan, heads: int, itemsize: int, out_bytes: int
+) -> AttentionPlan:
+    """The plan of a call the tile loop runs (:mod:`attnkit.blocked.tile_loop`)."""
+    table = plan.table
+    R, C = table.rows, table.cols
+    result.tile_size = (R, C)
+    result.tiles = (len(table.full), len(table.partial), table.skipped)
+    for _, j in (*table.full, *table.partial):
+        result.key_columns += min(p.S, (j + 1) * C) - j * C
+    result.pairs_computed = table.tiles * R * C * heads
+    result.pairs_attended = _attended(p, [(0, p.L)], heads)
+    kinds = int(bool(table.full)) + int(bool(table.partial))
+    result.notes.append(
+        f"tiles: {table.tiles} (query block, key block) tiles of the {table.n_q} x "
+        f"{table.n_k} grid in {kinds} loop(s), one per kind of tile, {plan.loop}; each "
+        "merged into its rows by the online softmax (the backward pass loops over the "
+        "same tiles)"
+    )
+    if table.dynamic:
+        result.notes.append(
+            "the mask's data decides at run time which partial tiles hold a pair: dead "
+            "tiles are dropped before the loop where the values are concrete, skipped "
+            "inside it where they are traced"
+        )
+    result.peak_bytes = 3 * R * C * heads * itemsize + out_bytes
+    if p.need_weights:
+        result.peak_bytes += result.full_pairs * itemsize
+        result.notes.append("weights are asked for: the (..., L, S) matrix is materialized")
+    return result
+
+
+def _explain_blocks(
+    p: Problem, result: AttentionPlan, plan: Plan, heads: int, itemsize: int, out_bytes: int
+) -> AttentionPlan:
+    """The plan of a call the row blocks run (one query block at a time, in Python)."""
+    kernels = plan.kernels
     if kernels is not None and kernels.block is not None:
-        plan.kernel = _name(kernels.block)
-    rows = p.block_size or choose_block_size(p, p.out_lead, kernels)
+        result.kernel = _name(kernels.block)
+    rows = plan.rows
     run = None
     if kernels is not None and kernels.run is not None and p.mask is None and not p.need_weights:
         run = find_run(p, kernels.run_rows)
-    looped = False
-    if run is None:  # the executor's own loop over uniform blocks, where it takes one
-        run = mapped_run(p, kernels, rows, p.out_lead)
-        looped = run is not None
-    pairs = pair_plan(p, kernels, rows) if run is None else None
-    if pairs is not None:  # causal: (query block, key block) pairs in the backend's loop
-        return _explain_pairs(p, plan, pairs, rows, heads, itemsize, out_bytes)
     spans = _spans(p, rows, run)
-    plan.block_size, plan.blocks = rows, len(spans)
+    result.block_size, result.blocks = rows, len(spans)
     if run is not None:
-        plan.run_blocks, plan.blocks = run.blocks, len(spans) - run.blocks
-        how = "in one call of the kernel's run"
-        if looped:
-            how = (
-                f"one body in one loop, {p.backend.map_blocks_loop} "
-                "(the backward pass loops the same way)"
-            )
-        what = "the window's interior" if run.stride else "every whole block, all keys"
-        plan.notes.append(
-            f"a run: {what}, {run.blocks} blocks of {run.rows} rows reading "
-            f"{run.width} keys each, {how}"
+        result.run_blocks, result.blocks = run.blocks, len(spans) - run.blocks
+        result.notes.append(
+            f"a run: the window's interior, {run.blocks} blocks of {run.rows} rows reading "
+            f"{run.width} keys each, in one call of the kernel's run"
         )
-    if plan.blocks:
-        plan.notes.append(
-            f"loop: {'the other ' if run is not None else ''}{plan.blocks} block(s) one by one "
-            "in Python (unrolled under a compiler)"
+    if result.blocks:
+        result.notes.append(
+            f"loop: {'the other ' if run is not None else ''}{result.blocks} block(s) one by "
+            "one in Python"
+        )
+    if plan.grid is not None:
+        result.notes.append(
+            f"the mask's data decides which key blocks of {plan.grid[1]} columns each query "
+            "block reads: blocks no row may attend are skipped where the values are concrete"
         )
     widest = 0
     for q_lo, q_hi in spans:
         width = _width(p, q_lo, q_hi)
-        plan.key_columns += width
-        plan.pairs_computed += (q_hi - q_lo) * width * heads
+        result.key_columns += width
+        result.pairs_computed += (q_hi - q_lo) * width * heads
         widest = max(widest, (q_hi - q_lo) * width)
-    plan.pairs_attended = _attended(p, spans, heads)
-    plan.peak_bytes = 3 * widest * heads * itemsize + out_bytes
+    result.pairs_attended = _attended(p, spans, heads)
+    result.peak_bytes = 3 * widest * heads * itemsize + out_bytes
     if p.need_weights:
-        plan.peak_bytes += plan.full_pairs * itemsize
-        plan.notes.append("weights are asked for: the (..., L, S) matrix is materialized")
-    return plan
+        result.peak_bytes += result.full_pairs * itemsize
+        result.notes.append("weights are asked for: the (..., L, S) matrix is materialized")
+    return result
 
 
 def _backward(p: Problem, path: str) -> str:
@@ -201,42 +245,6 @@ def _backward(p: Problem, path: str) -> str:
 
 def _name(fn: Any) -> str:
     return f"{fn.__module__}.{getattr(fn, '__qualname__', fn)}"
-
-
-def _explain_pairs(
-    p: Problem,
-    plan: AttentionPlan,
-    pairs: PairPlan,
-    rows: int,
-    heads: int,
-    itemsize: int,
-    out_bytes: int,
-) -> AttentionPlan:
-    """The plan of a call the executor runs as (query block, key block) pairs
-    (:mod:`attnkit.blocked.pairs`), the query rows past the last whole tile in the
-    executor's blocks of ``rows``."""
-    r = pairs.rows
-    tail = [(a, min(a + rows, p.L)) for a in range(pairs.q_hi, p.L, rows)]
-    plan.block_size, plan.run_blocks, plan.blocks = rows, pairs.q_hi // r, len(tail)
-    full = sum(len(g.starts) for g in pairs.groups if g.full)
-    plan.notes.append(
-        f"pairs: {pairs.pairs} (query block, key block) tiles of {r} rows, {full} of them "
-        f"whole (no mask), in {len(pairs.groups)} loop(s), one per kind of tile, "
-        f"{p.backend.map_blocks_loop}; each pair merged into its rows by log-sum-exp "
-        "(the backward pass loops over the same pairs)"
-    )
-    if tail:
-        plan.notes.append(f"loop: the last {len(tail)} block(s) one by one in Python")
-    for g in pairs.groups:
-        plan.key_columns += g.width * len(g.starts)
-        plan.pairs_computed += r * g.width * len(g.starts) * heads
-    for q_lo, q_hi in tail:
-        width = _width(p, q_lo, q_hi)
-        plan.key_columns += width
-        plan.pairs_computed += (q_hi - q_lo) * width * heads
-    plan.pairs_attended = _attended(p, [(0, pairs.q_hi), *tail], heads)
-    plan.peak_bytes = 3 * r * max(g.width for g in pairs.groups) * heads * itemsize + out_bytes
-    return plan
 
 
 def _spans(p: Problem, rows: int, run: Any) -> list[tuple[int, int]]:

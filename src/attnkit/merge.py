@@ -23,7 +23,7 @@ import array_api_compat as aac
 from .errors import ArgumentTypeError, DTypeError, NamespaceMismatchError, ShapeError
 from .shapes import type_name
 
-__all__ = ["merge_packed", "merge_partials", "no_keys"]
+__all__ = ["finish_packed", "merge_packed", "merge_partials", "no_keys"]
 
 
 def _validate(outs: Sequence[Any], lses: Sequence[Any]) -> Any:
@@ -114,19 +114,47 @@ def merge_partials(outs: Sequence[Any], lses: Sequence[Any]) -> tuple[Any, Any]:
 
 def merge_packed(held: Any, new: Any) -> Any:
     """Two pieces of attention over disjoint keys of the same rows, each packed as
-    (..., rows, Ev + 1) = [out | lse], merged into one packed the same way."""
-    out, lse = merge_partials([held[..., :-1], new[..., :-1]], [held[..., -1], new[..., -1]])
+    (..., rows, Ev + 2) = [acc | m | l], merged into one packed the same way (the online
+    softmax of FlashAttention). For a piece over keys J: ``m`` the largest score of the
+    row over J (-inf where the row has none), ``l = sum_j exp(s_j - m)`` and
+    ``acc = sum_j d_j exp(s_j - m) v_j`` (``d_j`` dropout's keep / (1 - p), else 1)::
+
+        m   = max(m_a, m_b)
+        acc = acc_a exp(m_a - m) + acc_b exp(m_b - m)
+        l   = l_a exp(m_a - m) + l_b exp(m_b - m)
+
+    A row empty in both stays empty (m -inf, l 0, acc 0: no NaN); a NaN score in either
+    makes the row NaN, as the formula does. :func:`finish_packed` gives out and lse."""
     xp = aac.array_namespace(held)
-    return xp.concat([out, lse[..., None]], axis=-1)
+    m_a, m_b = held[..., -2:-1], new[..., -2:-1]  # (..., rows, 1)
+    m = xp.maximum(m_a, m_b)
+    shift = xp.where(m == -math.inf, 0.0, m)  # both empty: any finite shift
+    c_a, c_b = xp.exp(m_a - shift), xp.exp(m_b - shift)  # 0 for an empty piece
+    acc = held[..., :-2] * c_a + new[..., :-2] * c_b  # (..., rows, Ev)
+    total = held[..., -1:] * c_a + new[..., -1:] * c_b  # (..., rows, 1)
+    return xp.concat([acc, m, total], axis=-1)
+
+
+def finish_packed(packed: Any) -> tuple[Any, Any]:
+    """``(out (..., rows, Ev), lse (..., rows))`` of a packed piece [acc | m | l]:
+    ``out = acc / l`` and ``lse = m + log(l)``; rows with no key give out 0 and lse
+    -inf (the divisions and the log see 1 there, so no gradient is NaN)."""
+    xp = aac.array_namespace(packed)
+    m, total = packed[..., -2], packed[..., -1]  # (..., rows)
+    empty = total == 0
+    safe = xp.where(empty, 1.0, total)
+    out = packed[..., :-2] / safe[..., None]
+    return out, xp.where(empty, -math.inf, m + xp.log(safe))
 
 
 def no_keys(xp: Any, shape: tuple[int, ...], dtype: Any, device: Any) -> Any:
-    """Attention over no key, packed (..., n, Ev + 1): out 0, lse -inf (what merged
-    outputs start from; rows no block reaches stay so)."""
+    """Attention over no key, packed (..., n, Ev + 2) = [acc 0 | m -inf | l 0]: what
+    merged pieces start from; rows no piece reaches stay so."""
     # one row broadcast (a compiler keeps a broadcast as one; a concatenation of two
     # full-size constants it may fold into a literal of the whole array)
     row = xp.concat([
-        xp.zeros((shape[-1] - 1,), dtype=dtype, device=device),
+        xp.zeros((shape[-1] - 2,), dtype=dtype, device=device),
         xp.full((1,), -math.inf, dtype=dtype, device=device),
+        xp.zeros((1,), dtype=dtype, device=device),
     ])  # fmt: skip
     return xp.broadcast_to(row, tuple(shape))

@@ -128,18 +128,21 @@ works the same way); ``tests/test_docstrings.py`` runs them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ._problem import Problem, caller_layout, gqa_layout
-from .blocked import blocked_attention, cost
+from ._problem import Problem, caller_layout
 from .blocked.accumulate import sum_to_shape
 from .blocked.backward import blocked_backward
+from .blocked.executor import forward, skipped_columns
 from .blocked.operands import prepare_operands
+from .blocked.tile_backward import tile_backward
 from .errors import ParameterError, ShapeError
 from .options import Options
-from .shapes import broadcast_shapes, describe
+from .plan import plan_of
+from .shapes import describe
 from .validation import validate
 
 __all__ = ["attention_vjp", "backward_from", "differentiable_attention", "forward_saving"]
@@ -215,54 +218,58 @@ def attention_vjp(
     return result, vjp
 
 
-def forward_saving(p: Problem) -> tuple[Any, tuple[Any, Any]]:
-    """``(out, (o, lse))``: the output in the caller's layout and dtype, and what the
-    backward pass keeps: the executor's output ``o`` (..., L, Ev) and ``lse`` (..., L)
-    in the compute dtype and the GQA layout. ``p.rng`` draws the dropout (copy it first
-    with ``Backend.replay_rng`` to redraw it in :func:`backward_from`)."""
-    forward = replace(p, need_lse=True, need_weights=False, block_size=_fixed_rows(p))
-    out, _, lse = blocked_attention(forward, None)  # (..., L, Ev), (..., L): GQA layout
-    return caller_layout(p, out, (p.L, p.Ev), p.dtype), (out, lse)
+def forward_saving(p: Problem) -> tuple[Any, tuple[Any, ...]]:
+    """``(out, saved)``: the output in the caller's layout and dtype, and what the
+    backward pass keeps: the executor's output ``o`` (..., L, Ev) and its row statistics
+    in the compute dtype and the GQA layout (the tiles' (m, l), or row blocks' lse: the
+    plan decides, :func:`attnkit.plan.plan_of`). ``p.rng`` draws the dropout (copy it
+    first with ``Backend.replay_rng`` to redraw it in :func:`backward_from`)."""
+    fwd = _saving(p)
+    out, _, _, stats = forward(fwd, plan_of(fwd))  # (..., L, Ev) and (..., L) each: GQA layout
+    return caller_layout(p, out, (p.L, p.Ev), p.dtype), (out, *stats)
 
 
 def backward_from(
     p: Problem,
-    saved: tuple[Any, Any],
+    saved: tuple[Any, ...],
     d_out: Any,
     mask_grad: bool = True,
     whole_rows: bool = True,
 ) -> tuple[Any, ...]:
     """(dq, dk, dv[, d_mask]) in the operands' shapes and dtypes, from what
-    :func:`forward_saving` kept; ``p.rng`` must redraw the forward's dropout.
-    ``mask_grad=False``: no d_mask (None in its place) for an additive mask that needs
-    no gradient. ``whole_rows=False``: the keys are one piece of a larger call whose
-    ``lse`` spans keys not given here (:mod:`attnkit.blocked.backward`)."""
-    out, lse = saved
+    :func:`forward_saving` kept, or from ``(out, lse)`` of a larger call whose keys are
+    only partly these (``whole_rows=False``, :mod:`attnkit.partial_backward`);
+    ``p.rng`` must redraw the forward's dropout. ``mask_grad=False``: no d_mask (None in
+    its place) for an additive mask that needs no gradient."""
+    out = saved[0]
     shape = (*p.out_lead, p.L, p.Ev)
     d = _layout_cotangent(p, d_out, shape, tuple(out.shape))
-    ops = prepare_operands(p, None)
+    back = _saving(p)
+    ops = prepare_operands(back, None)
     if p.L == 0 or p.S == 0:
         grads = _zeros(p, ops)
     else:
-        back = replace(p, need_lse=True, need_weights=False, block_size=_fixed_rows(p))
-        grads = blocked_backward(back, ops, out, lse, d, _rows(p), mask_grad, whole_rows)
+        plan = plan_of(back)
+        xp = p.xp
+        if plan.strategy == "tiles":
+            if len(saved) == 3:
+                stats = (saved[1], saved[2])  # the forward's (m, l)
+            else:  # the lse of a larger call: exp(s - lse) as it stands
+                lse = saved[1]
+                stats = (lse, xp.where(lse == -math.inf, 0.0, xp.ones_like(lse)))
+            grads = tile_backward(back, ops, plan.table, out, stats, d, mask_grad)
+        else:
+            lse = saved[1]
+            columns = skipped_columns(back, ops, plan)
+            grads = blocked_backward(
+                back, ops, out, lse, d, plan.rows, mask_grad, whole_rows, columns
+            )
     return _caller_gradients(p, *grads)
 
 
-def _fixed_rows(p: Problem) -> int | None:
-    """The block size both passes are held to: the caller's, or with dropout the
-    forward's (dropout's streams follow its blocks); otherwise None, each pass chooses
-    its own (causal pair tiles then keep their own size, :mod:`attnkit.blocked.pairs`)."""
-    return _rows(p) if p.block_size is not None or p.dropout_p > 0 else None
-
-
-def _rows(p: Problem) -> int:
-    """The block size of the forward's query blocks (the caller's, or the executor's
-    choice)."""
-    if p.block_size is not None:
-        return p.block_size
-    lead = broadcast_shapes(*(tuple(x.shape[:-2]) for x in gqa_layout(p) if x is not None))
-    return cost.choose_block_size(p, lead or (), None)
+def _saving(p: Problem) -> Problem:
+    """The call as both passes run it: the array-API executor, with lse."""
+    return replace(p, need_lse=True, need_weights=False, impl="generic")
 
 
 def _layout_cotangent(

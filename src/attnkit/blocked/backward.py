@@ -40,12 +40,8 @@ from ..dropout import keep_pattern
 from ..masked_operands import neutralize
 from ..score_mods import apply_score_mod, score_mod_derivative
 from .accumulate import SegmentSums, sum_to_shape
-from .executor import mapped_run
-from .loop import map_blocks
 from .operands import Prepared
-from .pairs import PairPlan, pair_plan, pair_tile
 from .tiles import block_plan, block_tile, scatter_columns, select_rows
-from .translated_runs import Run
 
 __all__ = ["block_ranges", "blocked_backward"]
 
@@ -65,6 +61,7 @@ def blocked_backward(
     rows: int,
     mask_grad: bool = True,
     whole_rows: bool = True,
+    columns: list[Any] | None = None,
 ) -> tuple[Any, Any, Any, Any]:
     """(dq, dk, dv, d_mask) in the GQA layout and the compute dtype, of the operands'
     layout shapes (``ops``); d_mask None unless ``attn_mask`` is additive.
@@ -74,38 +71,20 @@ def blocked_backward(
     ``rows`` the forward's block size; ``p.rng`` must redraw the forward's dropout;
     ``mask_grad=False`` skips d_mask (None); ``whole_rows=False`` when the keys are one
     piece of the call's (``lse`` then covers keys this call does not see): the weights
-    are exp(scores - lse) without renormalizing (module docstring).
+    are exp(scores - lse) without renormalizing (module docstring). ``columns``: per
+    block, the live key columns the forward read (its plan's skipped tiles), or None.
     """
     xp, cd = p.xp, p.compute_dtype
     q_shape, k_shape, v_shape = tuple(ops.query.shape), tuple(ops.key.shape), tuple(ops.value.shape)
     blocks = block_ranges(p, rows)
     mask_shape = None if ops.additive is None or not mask_grad else tuple(ops.additive.shape)
-    # the forward's loop of uniform blocks (not where the mask's gradient is asked for)
-    run = mapped_run(p, None, rows, None) if mask_shape is None else None
-    pairs = pair_plan(p, None, rows) if run is None and mask_shape is None else None
-    looped = run if pairs is None else pairs  # rows [q_lo, q_hi) the backend's loop takes
-    if pairs is not None:  # the pairs' rows, then blocks of ``rows`` after them
-        blocks = [(0, pairs.q_hi), *((a, min(a + rows, p.L)) for a in range(pairs.q_hi, p.L, rows))]
-
-    def in_run(q_lo: int) -> bool:
-        return looped is not None and looped.q_lo <= q_lo < looped.q_hi
-
-    tiles = [None if in_run(lo) else block_tile(p, lo, hi) for lo, hi in blocks]
+    lives = [None if columns is None else columns[n] for n in range(len(blocks))]
+    tiles = [block_tile(p, lo, hi, live) for (lo, hi), live in zip(blocks, lives, strict=True)]
     cuts = {b for t in tiles if t is not None for r in t.ranges for b in r}
     dk_sums, dv_sums = SegmentSums(xp, p.S, cuts), SegmentSums(xp, p.S, cuts)
     D = xp.sum(d_out * out, axis=-1)  # (..., L): rowsum(dO * O)
     dq_parts, dmask_parts = [], []
     for stream, ((q_lo, q_hi), t) in enumerate(zip(blocks, tiles, strict=True)):
-        if in_run(q_lo):  # the run's blocks in one loop of the backend's (once, at its start)
-            if q_lo == looped.q_lo:
-                if pairs is not None:
-                    dq_run, dk_run, dv_run = _pairs_backward(p, ops, pairs, lse, d_out, D)
-                else:
-                    dq_run, dk_run, dv_run = _run_backward(p, ops, run, lse, d_out, D, whole_rows)
-                dq_parts.append(dq_run)  # (..., run rows, E)
-                dk_sums.add(0, p.S, dk_run)  # (..., S, E): zero outside the run's keys
-                dv_sums.add(0, p.S, dv_run)
-            continue
         if t is None:  # no key in reach: zero gradients for these rows
             dq_parts.append(xp.zeros((*q_shape[:-2], q_hi - q_lo, q_shape[-1]), dtype=cd,
                                      device=p.device))  # fmt: skip
@@ -113,9 +92,11 @@ def blocked_backward(
                 none = xp.zeros((q_hi - q_lo, p.S), dtype=cd, device=p.device)
                 dmask_parts.append(_mask_rows(p, none, mask_shape))
             continue
-        grads = _block_backward(p, ops, t, q_lo, q_hi, stream, out, lse, d_out, D, whole_rows)
+        grads = _block_backward(
+            p, ops, t, q_lo, q_hi, stream, out, lse, d_out, D, whole_rows, lives[stream]
+        )
         dq_b, dk_b, dv_b, ds = grads
-        # to the key/value heads (GQA groups summed) before adding: the run's are too
+        # to the key/value heads (GQA groups summed) before adding
         dk_b = sum_to_shape(xp, dk_b, (*k_shape[:-2], dk_b.shape[-2], k_shape[-1]))
         dv_b = sum_to_shape(xp, dv_b, (*v_shape[:-2], dv_b.shape[-2], v_shape[-1]))
         dq_parts.append(sum_to_shape(xp, dq_b, (*q_shape[:-2], q_hi - q_lo, q_shape[-1])))
@@ -141,81 +122,6 @@ def blocked_backward(
     return dq, dk, dv, d_mask
 
 
-def _run_backward(
-    p: Problem, ops: Prepared, run: Run, lse: Any, d_out: Any, D: Any, whole_rows: bool
-) -> tuple[Any, Any, Any]:
-    """(dq (..., run rows, E), dk (..., S, E), dv (..., S, Ev)) of the run's blocks:
-    :func:`_tile_backward` on each block's slices through ``Backend.map_blocks`` (one
-    body for all blocks: a jitted program holds it once), each block's key gradients
-    added into the rows it read. Nothing per block is stored: each recomputes its scores
-    from q, k and the saved lse."""
-    r = run.rows
-    t, allowed = block_plan(p, ops, run.q_lo, run.q_lo + r)  # the tile of every block
-    starts = [(run.q_lo + i * r, run.k_lo + i * run.stride) for i in range(run.blocks)]
-    return _looped_grads(
-        p, ops, t, allowed, starts, r, run.width, (lse, d_out, D), whole_rows, run.q_hi, False
-    )
-
-
-def _looped_grads(
-    p: Problem,
-    ops: Prepared,
-    t: Any,
-    allowed: Any,
-    starts: list[tuple[int, int]],
-    r: int,
-    w: int,
-    saved: tuple[Any, Any, Any],
-    whole_rows: bool,
-    q_hi: int,
-    sum_dq: bool,
-) -> tuple[Any, Any, Any]:
-    """(dq, dk (..., S, E), dv (..., S, Ev)) of blocks of one (r, w) tile through
-    ``Backend.map_blocks``: :func:`_tile_backward` on each block's slices (query rows
-    [a, a + r), key rows [b, b + w) for (a, b) in ``starts``), its gradients summed to
-    the operands' heads in the body (what the loop carries stays small) and its dk, dv
-    added into the key rows it read. ``saved`` is (lse (..., L), d_out (..., L, Ev),
-    D (..., L)). dq: stacked in order (..., blocks * r, E) where the blocks tile the
-    query rows, or with ``sum_dq`` added into its rows of an (..., q_hi, E) array (blocks
-    that share query rows: the causal pairs)."""
-    xp = p.xp
-    q_shape, k_shape, v_shape = tuple(ops.query.shape), tuple(ops.key.shape), tuple(ops.value.shape)
-    lse, d_out, D = saved
-
-    def body(q: Any, k: Any, v: Any, lse_b: Any, dO: Any, D_b: Any) -> tuple[Any, Any, Any]:
-        dq, dk, dv, _ = _tile_backward(
-            p, ops, t, allowed, q, k, v, lse_b[..., 0], dO, D_b[..., 0], 0, whole_rows
-        )
-        dq = sum_to_shape(xp, dq, (*q_shape[:-2], r, q_shape[-1]))  # (..., r, E)
-        dk = sum_to_shape(xp, dk, (*k_shape[:-2], w, k_shape[-1]))  # (..., w, E)
-        return dq, dk, sum_to_shape(xp, dv, (*v_shape[:-2], w, v_shape[-1]))  # (..., w, Ev)
-
-    # query rows, key rows (of k, v), query rows (lse, dO, D) of each block
-    starts6 = [(a, b, b, a, a, a) for a, b in starts]
-    operands = (ops.query, ops.key, ops.value, lse[..., None], d_out, D[..., None])
-    sums = ((0, q_hi),) if sum_dq else ()
-    sums = (*sums, (1, p.S), (2, p.S))
-    return map_blocks(p.backend, body, starts6, operands, (r, w, w, r, r, r), sums=sums)
-
-
-def _pairs_backward(
-    p: Problem, ops: Prepared, plan: PairPlan, lse: Any, d_out: Any, D: Any
-) -> tuple[Any, Any, Any]:
-    """(dq (..., q_hi, E), dk (..., S, E), dv (..., S, Ev)) of the pair loop's rows
-    (:mod:`.pairs`): :func:`_looped_grads` over every (query block, key block) pair of
-    each group, each pair's dq added into its query rows and its dk, dv into its key
-    rows. A pair holds part of its rows' keys, so its weights are exp(scores - lse) as
-    they stand (no renormalizing: the pair loop takes no ``attn_mask``, so no huge
-    additive value dominates a row)."""
-    total: list[Any] = []
-    for group in plan.groups:
-        allowed = pair_tile(p, ops, plan, group)  # (..., rows, width) or None
-        grads = _looped_grads(p, ops, None, allowed, list(group.starts), plan.rows,
-                              group.width, (lse, d_out, D), False, plan.q_hi, True)  # fmt: skip
-        total = list(grads) if not total else [x + y for x, y in zip(total, grads, strict=True)]
-    return total[0], total[1], total[2]
-
-
 def _mask_rows(p: Problem, ds: Any, mask_shape: tuple[int, ...]) -> Any:
     """One block's dS (..., Bq, S) summed to the additive mask's broadcast shape for
     these rows (..., Bq|1, S|1)."""
@@ -235,11 +141,12 @@ def _block_backward(
     d_out: Any,
     D: Any,
     whole_rows: bool = True,
+    live: Any = None,
 ) -> tuple[Any, Any, Any, Any]:
     """(dq (..., Bq, E), dk (..., Sk, E), dv (..., Sk, Ev), dS (..., Bq, Sk)) of one block
-    over its tile's columns, before any sum over broadcast axes."""
+    over its tile's columns (within ``live``), before any sum over broadcast axes."""
     xp = p.xp
-    _, allowed = block_plan(p, ops, q_lo, q_hi)  # (..., Bq, Sk) bool or None
+    _, allowed = block_plan(p, ops, q_lo, q_hi, live)  # (..., Bq, Sk) bool or None
     q = ops.query[..., q_lo:q_hi, :]  # (..., Bq, E)
     k = select_rows(xp, ops.key, t.ranges)  # (..., Sk, E)
     v = select_rows(xp, ops.value, t.ranges)  # (..., Sk, Ev)
@@ -263,8 +170,7 @@ def _tile_backward(
 ) -> tuple[Any, Any, Any, Any]:
     """:func:`_block_backward` on the block's operands: q (..., Bq, E), k (..., Sk, E),
     v (..., Sk, Ev), and the block's rows of lse (..., Bq), d_out (..., Bq, Ev) and
-    D = rowsum(dO * O) (..., Bq); ``allowed`` (..., Bq, Sk) or None. The loop hook
-    (``Backend.map_blocks``) runs it on slices of a run's uniform blocks."""
+    D = rowsum(dO * O) (..., Bq); ``allowed`` (..., Bq, Sk) or None."""
     xp = p.xp
     if allowed is not None and not ops.finite:
         q, k, v = neutralize(xp, q, k, v, allowed)

@@ -21,10 +21,11 @@ __all__ = [
     "DEFAULT_BLOCK_BUDGET",
     "GRAPH_BLOCKS",
     "GRAPH_BLOCK_BUDGET",
-    "PAIR_ROWS",
     "RECOMPUTE_ABOVE_ELEMENTS",
+    "SKIP_COLUMNS",
+    "TILE_ROWS",
     "choose_block_size",
-    "choose_pair_size",
+    "choose_tile_size",
     "graph_block_size",
     "stored_elements",
 ]
@@ -40,11 +41,15 @@ DEFAULT_BLOCK_BUDGET = 2**22
 #: declare its own (``Backend.block_overhead_elements``: JAX under jax.jit).
 BLOCK_OVERHEAD_ELEMENTS = 20_000
 
-#: Rows (and key columns) of a causal pair tile (:mod:`.pairs`) at most: measured on JAX
-#: under jax.jit, L = 8192, 8 heads of 64, a causal step took 9.0 s in tiles of 32 rows,
-#: 7.0 s in tiles of 128, 6.3 s of 256 and 7.0 s of 512 (each pair is one trip of the
-#: loop: smaller tiles mean more trips, larger ones more work wasted on the diagonal).
-PAIR_ROWS = 256
+#: Rows (and key columns) of a tile of the tile loop (:mod:`.tile_loop`) at most: each
+#: tile is one trip of the loop, so smaller tiles mean more trips, larger ones more work
+#: wasted on a structure's edges (``attnkit bench --tiles`` times the sizes).
+TILE_ROWS = 256
+
+#: Key columns per key block whose liveness a query block of the row-blocks strategy reads
+#: from a mask's data (segment ids): the granularity at which other documents' keys are
+#: skipped, coarse enough that the check costs little beside the blocks.
+SKIP_COLUMNS = 128
 
 #: Blocks are recomputed in the backward pass (when a backend offers it) only when the
 #: scores autograd would otherwise keep, summed over blocks, exceed this many elements
@@ -132,13 +137,14 @@ def graph_block_size(p: Problem) -> int:
     return rows
 
 
-def choose_pair_size(p: Problem, heads: int, budget: int = DEFAULT_BLOCK_BUDGET) -> int:
-    """Rows (= key columns) of a causal pair tile (:mod:`.pairs`): the largest power of
-    two up to :data:`PAIR_ROWS` whose (rows, rows) tile over ``heads`` fits ``budget``
-    and that leaves at least two query blocks (16 at least). A pair's tile, unlike a
-    query block's, does not widen with S, so it stays large where the executor's
-    blocks shrink (at L = 16384 and 8 heads a query block holds 32 rows)."""
-    rows = PAIR_ROWS
-    while rows > 16 and (rows * rows * max(1, heads) > budget or 2 * rows > p.L):
+def choose_tile_size(p: Problem, heads: int, budget: int = DEFAULT_BLOCK_BUDGET) -> int:
+    """Rows (= key columns) of a tile of the tile loop: the largest power of two up to
+    :data:`TILE_ROWS` whose (rows, rows) tile over ``heads`` fits ``budget``, at least
+    16, and no larger than the longer of L and S needs (a short call is one tile). A
+    tile, unlike a query block, does not widen with S."""
+    rows = TILE_ROWS
+    while rows > 16 and rows * rows * max(1, heads) > budget:
+        rows //= 2
+    while rows > 16 and rows // 2 >= max(p.L, p.S, 1):
         rows //= 2
     return rows

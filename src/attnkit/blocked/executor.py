@@ -1,10 +1,14 @@
-"""The blocked executor: exact attention over all query rows, one block at a time.
+"""The blocked executor: exact attention over all query rows, by the call's plan.
 
-Rows of the query are processed ``block_size`` at a time (default: :mod:`.cost`), so
-the scores in memory are (..., Bq, Sk), never (..., L, S) unless the weights are asked
-for. Under a structure (causal, windows, :mod:`attnkit.masks`) each block reads only the
-key columns its rows can see (:mod:`.tiles`), so causal attention does about half the
-work of full attention and a sliding window grows linearly with L. Each block is
+Two strategies (:mod:`attnkit.plan`) run here. **Tiles** (:mod:`.tile_loop`): one loop
+over the tile table that the backend compiles (``jax.lax.scan``), every call form.
+**Row blocks**: rows of the query ``rows`` at a time (default: :mod:`.cost`) in a Python
+loop, so the scores in memory are (..., Bq, Sk), never (..., L, S) unless the weights are
+asked for. Under a structure (causal, windows, :mod:`attnkit.masks`) each block reads only
+the key columns its rows can see (:mod:`.tiles`), and where the mask holds data
+(segment ids, padding as an array, ``attn_mask``) only the key blocks the plan's table
+finds alive: causal attention does about half the work of full attention, a sliding
+window grows linearly with L, and packed documents skip each other's keys. Each block is
 :mod:`.block`'s formula. Where the backend's kernel attends runs of translated blocks
 (:mod:`.translated_runs`: the interior of a window), the run's rows go to it in one call.
 """
@@ -17,60 +21,72 @@ from typing import Any
 from .._problem import Problem
 from ..shapes import broadcast_shapes
 from . import cost
-from .block import attend_block, attend_tile, block_values
-from .loop import map_blocks
+from .block import attend_block
 from .operands import Prepared, empty_result, prepare_operands
-from .pairs import PairPlan, attend_pairs, pair_plan
+from .table import live_tiles
+from .tile_loop import tile_attention
 from .tiles import block_plan, block_tile, kernel_mask
-from .translated_runs import Run, find_run, uniform_run
+from .translated_runs import Run, find_run
 
-__all__ = ["blocked_attention", "mapped_run"]
+__all__ = ["blocked_attention", "forward"]
 
 
-def blocked_attention(p: Problem, kernels: Any = None) -> tuple[Any, Any, Any]:
+def blocked_attention(p: Problem, plan: Any) -> tuple[Any, Any, Any]:
     """Attention over all rows: (out (..., L, Ev), weights (..., L, S) or None, lse (..., L))
-    in the compute dtype and the GQA layout (:func:`attnkit._problem.gqa_layout`).
+    in the compute dtype and the GQA layout (:func:`attnkit._problem.gqa_layout`), by
+    ``plan`` (:func:`attnkit.plan.plan_of`)."""
+    out, weights, lse, _ = forward(p, plan)
+    return out, weights, lse
 
-    ``kernels``: the backend's :class:`attnkit.backends.Kernels` to use for blocks and
-    runs, or None (the array-API arithmetic only: ``impl="generic"``). Without weights
-    or dropout, a backend with ``recompute_block`` (``torch.utils.checkpoint``,
-    ``jax.checkpoint``) runs each block so that autodiff recomputes it in the backward
-    pass rather than storing its scores, where what it would store is large.
-    """
-    xp, need_weights = p.xp, p.need_weights
+
+def forward(p: Problem, plan: Any) -> tuple[Any, Any, Any, tuple[Any, ...]]:
+    """(out, weights or None, lse or None, stats): as :func:`blocked_attention`, with the
+    row statistics the backward pass reads: (m, l) from the tiles, (lse,) from row
+    blocks (lse is given wherever the executor's arithmetic computes it)."""
+    if plan.strategy == "tiles":
+        ops = prepare_operands(p, None)
+        if p.L == 0:
+            out, weights, lse = empty_result(p, ops.lead, 0, p.need_weights)
+            return out, weights, lse, (lse, lse)
+        out, weights, lse, stats = tile_attention(p, ops, plan.table, p.need_weights)
+        return out, weights, lse, stats
+    out, weights, lse = _row_blocks(p, plan)
+    return out, weights, lse, (lse,)
+
+
+def _row_blocks(p: Problem, plan: Any) -> tuple[Any, Any, Any]:
+    """The row-blocks strategy: query blocks of ``plan.rows`` in a Python loop. Without
+    weights or dropout, a backend with ``recompute_block`` (``torch.utils.checkpoint``)
+    runs each block so that autodiff recomputes it in the backward pass rather than
+    storing its scores, where what it would store is large."""
+    xp, need_weights, kernels = p.xp, p.need_weights, plan.kernels
     plain = not need_weights and p.dropout_p == 0
     ops = prepare_operands(p, kernels, shortcuts=plain)
     if p.L == 0:
         return empty_result(p, ops.lead, 0, need_weights)
-    rows = p.block_size or cost.choose_block_size(p, ops.lead, kernels)
+    rows = plan.rows
     run = _run_of(p, ops, kernels, need_weights)
     run_out = None if run is None else _attend_run(p, ops, kernels, run)  # (..., rows, Ev)
-    run_lse = None
-    if run_out is None:
-        run = mapped_run(p, kernels, rows, ops.lead)
-        if run is not None:  # the run's blocks through the backend's loop hook
-            run_out, run_lse = _map_run(p, ops, run)  # (..., run rows, Ev), (..., run rows)
-        else:  # causal: (query block, key block) pairs through the backend's loop hook
-            run = pair_plan(p, kernels, rows)
-            if run is not None:
-                run_out, run_lse = attend_pairs(p, ops, run)  # (..., q_hi, Ev), (..., q_hi)
     blocks = _segment_blocks(p, rows, None if run_out is None else run)
+    columns = None if run_out is not None else skipped_columns(p, ops, plan)
     recompute = p.backend.recompute_block if plain else None
     stored = cost.stored_elements(p, ops.lead, blocks)  # what autograd would keep
     if recompute is not None and stored < cost.RECOMPUTE_ABOVE_ELEMENTS:
         recompute = None  # what autograd keeps is small (e.g. a window): no recomputation
     outs, weights, lses = [], [], []
     for stream, (q_lo, q_hi, in_run) in enumerate(blocks):
-        if in_run:  # the run's rows, attended above in one kernel call or one loop
-            out, w, lse = run_out, None, run_lse
+        live = None if columns is None else columns[q_lo // rows]
+        if in_run:  # the run's rows, attended above in one kernel call
+            out, w, lse = run_out, None, None
         elif recompute is None:
-            out, w, lse = attend_block(p, ops, kernels, q_lo, q_hi, stream, need_weights)
+            block = None if live is None else block_plan(p, ops, q_lo, q_hi, live)
+            out, w, lse = attend_block(p, ops, kernels, q_lo, q_hi, stream, need_weights, block)
         else:
             # masks and tiles are built outside the recomputed function: they hold no
-            # gradient, and tiles are cached across blocks (JAX must not see them traced)
-            plan = block_plan(p, ops, q_lo, q_hi)
+            # gradient, and tiles are cached across blocks
+            block = block_plan(p, ops, q_lo, q_hi, live)
             out, w, lse = recompute(
-                functools.partial(attend_block, p, ops, kernels, q_lo, q_hi, stream, False, plan),
+                functools.partial(attend_block, p, ops, kernels, q_lo, q_hi, stream, False, block),
                 ops.query,
                 ops.key,
                 ops.value,
@@ -87,6 +103,38 @@ def blocked_attention(p: Problem, kernels: Any = None) -> tuple[Any, Any, Any]:
     if need_weights:
         weights = xp.concat(_common_lead(xp, weights, 2), axis=-2)  # (..., L, S)
     return out, (weights if need_weights else None), lse
+
+
+def skipped_columns(p: Problem, ops: Prepared, plan: Any) -> list[Any] | None:
+    """Per query block of ``plan.rows``, the key columns [lo, hi) of the key blocks of
+    ``plan.grid``'s columns that the mask's data leaves alive, where the values are
+    concrete (segment ids given as arrays: other documents' keys are skipped); None
+    otherwise (every block reads what its structure allows)."""
+    if plan.grid is None:
+        return None
+    rows, cols = plan.grid
+    live = live_tiles(p, ops, rows, cols, user_mask=False)
+    if live is None:
+        return None
+    try:
+        flags = live.tolist() if hasattr(live, "tolist") else None
+        if flags is None:
+            flags = [[bool(live[i, j]) for j in range(live.shape[1])] for i in range(live.shape[0])]
+    except (TypeError, RuntimeError, ValueError):  # traced: every candidate tile is read
+        return None
+    out = []
+    for row in flags:
+        ranges: list[tuple[int, int]] = []
+        for j, alive in enumerate(row):
+            if not alive:
+                continue
+            lo, hi = j * cols, min(p.S, (j + 1) * cols)
+            if ranges and ranges[-1][1] == lo:
+                ranges[-1] = (ranges[-1][0], hi)
+            else:
+                ranges.append((lo, hi))
+        out.append(ranges)
+    return out
 
 
 def _common_lead(xp: Any, pieces: list[Any], tail: int) -> list[Any]:
@@ -111,59 +159,9 @@ def _run_of(p: Problem, ops: Prepared, kernels: Any, need_weights: bool) -> Run 
     return find_run(p, kernels.run_rows)
 
 
-def mapped_run(p: Problem, kernels: Any, rows: int, lead: tuple[int, ...] | None) -> Run | None:
-    """The run of uniform blocks of ``rows`` rows that goes through ``Backend.map_blocks``
-    (:func:`.translated_runs.uniform_run`: a window's interior, or every whole block of
-    unstructured attention), or None. Only where no block kernel takes the blocks (the
-    array-API path); without weights, dropout, score mods or an ``attn_mask`` whose rows
-    differ (tiles that differ from block to block; a key padding mask (..., 1, S) is the
-    same for every block of unstructured attention); and, in a forward pass (``lead``, the
-    operands' broadcast leading dims, given) where autodiff would recompute blocks
-    because what it would store is large, only if the backend's loop recomputes its body
-    too. Every block of the run has the same (rows, width) tile, so one body serves all
-    and a compiled program holds it once (the blocks before and after the run, a
-    constant number, stay unrolled). Reads the call only (:func:`attnkit.explain` asks
-    it too)."""
-    if kernels is not None and (kernels.block is not None or kernels.run is not None):
-        return None
-    if p.need_weights or p.dropout_p > 0 or p.score_mod is not None:
-        return None
-    mask = p.mask  # (..., L|1, S|1), the allowed or additive mask's shape
-    if mask is not None and mask.shape[-2] != 1:  # a mask whose rows differ: tiles differ
-        return None
-    b = p.backend
-    if lead is not None and b.recompute_block is not None and not b.map_blocks_recomputes:
-        stored = cost.stored_elements(p, lead, _segment_blocks(p, rows, None))
-        if stored >= cost.RECOMPUTE_ABOVE_ELEMENTS:
-            return None  # blocks recomputed one by one (torch.utils.checkpoint)
-    run = uniform_run(p, rows)
-    if run is not None and run.stride and mask is not None and mask.shape[-1] != 1:
-        return None  # a window's blocks read other key columns of the mask
-    return run
-
-
-def _map_run(p: Problem, ops: Prepared, run: Run) -> tuple[Any, Any]:
-    """(out (..., q_hi - q_lo, Ev), lse (..., q_hi - q_lo)) of every block of ``run``:
-    :func:`attend_tile` on each block's slices, through ``Backend.map_blocks``."""
-    t, allowed = block_plan(p, ops, run.q_lo, run.q_lo + run.rows)  # (..., rows, width)
-    values = block_values(p, ops, False)  # (..., S, Ev[+1])
-
-    def body(q: Any, k: Any, v: Any) -> tuple[Any, Any]:
-        out, _, lse = attend_tile(p, ops, None, t, allowed, q, k, v, 0, False)
-        return out, lse[..., None]  # (..., rows, Ev), (..., rows, 1)
-
-    starts = [(run.q_lo + i * run.rows, run.k_lo + i * run.stride) for i in range(run.blocks)]
-    starts = [(q, k, k) for q, k in starts]  # query, key and value rows of each block
-    operands, sizes = (ops.query, ops.key, values), (run.rows, run.width, run.width)
-    out, lse = map_blocks(p.backend, body, starts, operands, sizes)
-    return out, lse[..., 0]
-
-
-def _segment_blocks(
-    p: Problem, rows: int, run: Run | PairPlan | None
-) -> list[tuple[int, int, bool]]:
+def _segment_blocks(p: Problem, rows: int, run: Run | None) -> list[tuple[int, int, bool]]:
     """(q_lo, q_hi, in_run) for every block in order: blocks of ``rows`` rows before and
-    after the run (or the pairs' rows), and the run's rows as one entry with in_run True."""
+    after the run, and the run's rows as one entry with in_run True."""
     if run is None:
         return [(a, min(a + rows, p.L), False) for a in range(0, p.L, rows)]
     before = [(a, min(a + rows, run.q_lo), False) for a in range(0, run.q_lo, rows)]

@@ -1,22 +1,27 @@
-"""The loop over blocks of one shape: the backend's (``Backend.map_blocks``, e.g. a
+"""The loop over tiles of one shape: the backend's (``Backend.map_blocks``, e.g. a
 ``jax.lax.scan``), or this module's Python loop where the backend declares none.
 
-For each block b, ``body`` runs on the slices ``x[..., starts[b][i] : starts[b][i] +
-sizes[i], :]`` of ``operands[i]`` and returns a tuple of arrays (..., rows, X). The first
-outputs come back stacked (every block's concatenated on axis -2, in order); then
-``len(merges)`` are merged and the last ``len(sums)`` added up. With ``sums[j] = (i, n)``
-block b's output adds into rows [starts[b][i], starts[b][i] + sizes[i]) of a zero
-(..., n, X) array (key gradients). A merged output is a piece of attention over part of
-its rows' keys, packed as (..., rows, Ev + 1) = [out | lse]; with ``merges[j] = (i, n)``
-it merges (:func:`attnkit.merge.merge_packed`, the log-sum-exp rule of
-:func:`attnkit.merge_partials`) into rows [starts[b][i], starts[b][i] + sizes[i]) of an
-(..., n, Ev + 1) array that starts as attention over no key (out 0, lse -inf): the
-pieces of causal attention's (query block, key block) pairs become each query block's
-whole rows::
+``starts`` has one row of integers per tile: its first ``len(operands)`` entries are
+where the tile's slice of each operand begins on axis -2; entries after them are the
+body's own (a tile id, a live flag). For each tile b, ``body(starts[b], *slices)`` runs
+on the slices ``x[..., starts[b][i] : starts[b][i] + sizes[i], :]`` of ``operands[i]``
+and returns a tuple of arrays (..., rows, X). The first outputs come back stacked (every
+tile's concatenated on axis -2, in order); then ``len(merges)`` are merged and the last
+``len(sums)`` added up. With ``sums[j] = (i, n)`` tile b's output adds into rows
+[starts[b][i], starts[b][i] + sizes[i]) of a zero (..., n, X) array (key gradients). A
+merged output is a piece of attention over part of its rows' keys, packed as
+(..., rows, Ev + 2) = [acc | m | l]; with ``merges[j] = (i, n)`` it merges
+(:func:`attnkit.merge.merge_packed`, the online softmax) into rows [starts[b][i],
+starts[b][i] + sizes[i]) of an (..., n, Ev + 2) array that starts as attention over no
+key: the (query block, key block) tiles of a call become each query block's whole rows::
 
-    stacked_j = concat_b body(slices_b)[j]
-    merged_j  = merge_b  place(body(slices_b)[split + j], rows of operand i)
-    summed_j  = sum_b    place(body(slices_b)[split + m + j], rows of operand i)
+    stacked_j = concat_b body(starts_b, slices_b)[j]
+    merged_j  = merge_b  place(body(starts_b, slices_b)[split + j], rows of operand i)
+    summed_j  = sum_b    place(body(starts_b, slices_b)[split + m + j], rows of operand i)
+
+In the Python loop ``starts[b]`` holds Python ints; in a compiled loop they are traced
+0-d integer arrays, and ``starts`` may itself be an integer array (n, m) computed at run
+time (a tile table read from data).
 """
 
 from __future__ import annotations
@@ -37,17 +42,15 @@ Body = Callable[..., tuple[Any, ...]]
 def map_blocks(
     backend: Any,
     body: Body,
-    starts: list[tuple[int, ...]],
+    starts: Any,
     operands: tuple[Any, ...],
     sizes: tuple[int, ...],
     sums: tuple[tuple[int, int], ...] = (),
     merges: tuple[tuple[int, int], ...] = (),
 ) -> tuple[Any, ...]:
-    """The blocks through ``backend.map_blocks``, or :func:`python_loop` without one."""
+    """The tiles through ``backend.map_blocks``, or :func:`python_loop` without one."""
     loop = backend.map_blocks or python_loop
-    if merges:  # only asked for where there are some: a backend's loop may predate them
-        return loop(body, starts, operands, sizes, sums, merges)
-    return loop(body, starts, operands, sizes, sums)
+    return loop(body, starts, operands, sizes, sums, merges)
 
 
 def python_loop(
@@ -58,10 +61,10 @@ def python_loop(
     sums: tuple[tuple[int, int], ...] = (),
     merges: tuple[tuple[int, int], ...] = (),
 ) -> tuple[Any, ...]:
-    """``body`` block by block: stacked outputs concatenated on axis -2, merged ones kept
-    per start row (blocks merging into one operand must start at the same rows or at
+    """``body`` tile by tile: stacked outputs concatenated on axis -2, merged ones kept
+    per start row (tiles merging into one operand must start at the same rows or at
     disjoint ones), summed ones added by segments (:class:`.accumulate.SegmentSums`: no
-    full-length addition per block)."""
+    full-length addition per tile)."""
     xp = aac.array_namespace(*operands)
     stacked: list[tuple[Any, ...]] = []
     added = [
@@ -71,8 +74,8 @@ def python_loop(
     outs: tuple[Any, ...] = ()
     n_sum, n_merge = len(sums), len(merges)
     for at in starts:
-        cut = (x[..., a : a + n, :] for x, a, n in zip(operands, at, sizes, strict=True))
-        outs = body(*cut)
+        cut = (x[..., a : a + n, :] for x, a, n in zip(operands, at, sizes, strict=False))
+        outs = body(tuple(at), *cut)
         split = len(outs) - n_sum - n_merge
         stacked.append(outs[:split])
         for pieces, (i, _), y in zip(held, merges, outs[split : split + n_merge], strict=True):
@@ -98,7 +101,7 @@ def _placed(xp: Any, pieces: dict[int, Any], rows: int, n: int, y: Any) -> Any:
     parts, at = [], 0
     for lo in sorted(pieces):
         if lo < at:
-            raise AssertionError(f"merged blocks overlap at row {lo}: starts must align")
+            raise AssertionError(f"merged tiles overlap at row {lo}: starts must align")
         if lo > at:
             parts.append(no_keys(xp, (*y.shape[:-2], lo - at, y.shape[-1]), y.dtype, aac.device(y)))
         parts.append(pieces[lo])

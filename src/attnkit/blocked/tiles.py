@@ -9,16 +9,20 @@ from typing import Any
 from .._problem import Problem
 from ..masked_operands import allowed_pairs
 from ..masks import Tile, clip_ranges
+from ..masks.geometry import intersect_ranges
 from .operands import Prepared
 
 __all__ = ["block_plan", "block_tile", "kernel_mask", "scatter_columns", "select_rows"]
 
 
-def block_tile(p: Problem, q_lo: int, q_hi: int) -> Tile | None:
-    """The key columns rows [q_lo, q_hi) need under the structure, or None if none."""
+def block_tile(p: Problem, q_lo: int, q_hi: int, live: Any = None) -> Tile | None:
+    """The key columns rows [q_lo, q_hi) need under the structure (within the ``live``
+    ranges where given: the key blocks the mask's data leaves alive), or None if none."""
     g = p.geometry
     ranges = [(0, g.S)] if p.structure is None else p.structure.key_ranges(g, q_lo, q_hi)
     ranges = clip_ranges(ranges, g.S)
+    if live is not None:
+        ranges = intersect_ranges(ranges, live)
     return Tile(p.xp, p.device, g, q_lo, q_hi, ranges) if ranges else None
 
 
@@ -40,10 +44,13 @@ def _shape_key(t: Tile) -> tuple[Any, ...]:
     return (t.q_hi - t.q_lo, tuple((lo - t.q_lo, hi - t.q_lo) for lo, hi in t.ranges))
 
 
-def block_plan(p: Problem, ops: Prepared, q_lo: int, q_hi: int) -> tuple[Any, Any]:
-    """(tile, allowed): the block's key ranges and its bool mask (..., Bq, Sk) or None
-    (every pair allowed); tile None when no key is in reach."""
-    t = block_tile(p, q_lo, q_hi)
+def block_plan(
+    p: Problem, ops: Prepared, q_lo: int, q_hi: int, live: Any = None
+) -> tuple[Any, Any]:
+    """(tile, allowed): the block's key ranges (within ``live``, :func:`block_tile`) and
+    its bool mask (..., Bq, Sk) or None (every pair allowed); tile None when no key is in
+    reach."""
+    t = block_tile(p, q_lo, q_hi, live)
     if t is None:
         return None, None
     return t, allowed_pairs(p, t, _structure_tile(p, ops, t), ops.allowed_mask)

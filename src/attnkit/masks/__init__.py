@@ -98,14 +98,18 @@ works the same way); ``tests/test_docstrings.py`` runs them.
 from __future__ import annotations
 
 from .algebra import Mask
-from .arrays import dense, key_padding, segments
-from .geometry import Geometry, Tile, clip_ranges
+from .arrays import dense, key_padding, segments, tile_any
+from .geometry import EMPTY, FULL, PARTIAL, Geometry, LoopTile, Tile, clip_ranges
 from .layouts import bigbird, block_sparse, documents, global_tokens
 from .validation import check_position_range
 from .windows import causal, sliding_window, window_sides
 
 __all__ = [
+    "EMPTY",
+    "FULL",
+    "PARTIAL",
     "Geometry",
+    "LoopTile",
     "Mask",
     "Tile",
     "bigbird",
@@ -119,5 +123,6 @@ __all__ = [
     "key_padding",
     "segments",
     "sliding_window",
+    "tile_any",
     "window_sides",
 ]

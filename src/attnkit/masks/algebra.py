@@ -14,7 +14,17 @@ from typing import Any
 
 from ..errors import ArgumentTypeError, ParameterError
 from ..shapes import broadcast_shapes, prod
-from .geometry import Geometry, Ranges, Tile, clip_ranges, intersect_ranges, merge_ranges
+from .geometry import (
+    EMPTY,
+    FULL,
+    PARTIAL,
+    Geometry,
+    Ranges,
+    Tile,
+    clip_ranges,
+    intersect_ranges,
+    merge_ranges,
+)
 from .validation import check_position_range
 
 __all__ = ["Mask", "and_tiles"]
@@ -42,14 +52,40 @@ class Mask:
     #: causal, and their intersections): the executor's pair loop then tells full, partial
     #: and empty (query block, key block) tiles from the first and last rows' ranges.
     banded: bool = False
+    #: True when which pairs are allowed depends on arrays the mask holds (segment ids,
+    #: padding lengths as an array, a dense bool array): its tiles are decided at run
+    #: time (:meth:`tile_live`), not by :meth:`tile_kind` alone.
+    holds_data: bool = False
 
     def key_ranges(self, g: Geometry, q_lo: int, q_hi: int) -> Ranges:
         """Key columns [lo, hi) that rows [q_lo, q_hi) may attend (a superset is fine)."""
         return [(0, g.S)]
 
     def tile(self, t: Tile) -> Any:
-        """Bool (..., Bq, Sk) for the tile, or None when every pair in it is allowed."""
+        """Bool (..., Bq, Sk) for the tile, or None when every pair in it is allowed.
+        ``t`` is a :class:`Tile` (static rows and key ranges) or a
+        :class:`attnkit.masks.LoopTile` (a loop's tile, its position possibly traced)."""
         raise NotImplementedError
+
+    def tile_kind(self, g: Geometry, q_lo: int, q_hi: int, k_lo: int, k_hi: int) -> int:
+        """What the mask allows among rows [q_lo, q_hi) x columns [k_lo, k_hi) (local
+        indices, inside the call), from static ints alone: ``EMPTY`` (no pair), ``FULL``
+        (every pair) or ``PARTIAL`` (some, or not known without the mask's data). The
+        default: PARTIAL where :meth:`key_ranges` reaches the columns, else EMPTY."""
+        for lo, hi in self.key_ranges(g, q_lo, q_hi):
+            if lo < k_hi and hi > k_lo:
+                return PARTIAL
+        return EMPTY
+
+    def tile_live(self, xp: Any, device: Any, g: Geometry, rows: int, cols: int) -> Any:
+        """Bool (n_q|1, n_k|1): False for the (query block, key block) tiles of ``rows`` x
+        ``cols`` (blocks from position 0 of the call, n_q = ceil(L / rows), n_k =
+        ceil(S / cols)) where the mask's *data* allows no pair in any leading slice
+        (segment ids, padding lengths or a bool array given as arrays: computed at run
+        time, so that a traced mask skips tiles too); None where the mask has no data
+        to read (its static :meth:`tile_kind` says all). A superset of the live tiles
+        is fine."""
+        return None
 
     def key_alive(self, xp: Any, device: Any, g: Geometry) -> Any:
         """Bool (..., 1, S): False on key columns no query may ever attend (padding); None
@@ -146,6 +182,10 @@ class _Combined(Mask):
     def banded(self) -> bool:  # type: ignore[override]
         return self.op == "and" and all(p.banded for p in self.parts)
 
+    @property
+    def holds_data(self) -> bool:  # type: ignore[override]
+        return any(p.holds_data for p in self.parts)
+
     def key_ranges(self, g: Geometry, q_lo: int, q_hi: int) -> Ranges:
         ranges = [p.key_ranges(g, q_lo, q_hi) for p in self.parts]
         if self.op == "or":
@@ -153,6 +193,26 @@ class _Combined(Mask):
         out = ranges[0]
         for r in ranges[1:]:
             out = intersect_ranges(out, r)
+        return out
+
+    def tile_kind(self, g: Geometry, q_lo: int, q_hi: int, k_lo: int, k_hi: int) -> int:
+        kinds = [p.tile_kind(g, q_lo, q_hi, k_lo, k_hi) for p in self.parts]
+        if self.op == "or":
+            return FULL if FULL in kinds else (EMPTY if all(k == EMPTY for k in kinds) else PARTIAL)
+        if EMPTY in kinds or not clip_ranges(
+            intersect_ranges(self.key_ranges(g, q_lo, q_hi), [(k_lo, k_hi)]), g.S
+        ):
+            return EMPTY
+        return FULL if all(k == FULL for k in kinds) else PARTIAL
+
+    def tile_live(self, xp: Any, device: Any, g: Geometry, rows: int, cols: int) -> Any:
+        lives = [p.tile_live(xp, device, g, rows, cols) for p in self.parts]
+        if self.op == "or" and any(x is None for x in lives):
+            return None  # a part known only statically may attend any candidate tile
+        out = None
+        for x in lives:
+            if x is not None:
+                out = x if out is None else (out & x if self.op == "and" else out | x)
         return out
 
     def key_alive(self, xp: Any, device: Any, g: Geometry) -> Any:

@@ -8,13 +8,38 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from array_api_compat import device as array_device
+
 from ..errors import DTypeError, ParameterError, ShapeError
 from ..shapes import broadcast_shapes
 from .algebra import Mask
-from .geometry import Geometry, Ranges, Tile
+from .geometry import EMPTY, FULL, PARTIAL, Geometry, Ranges, Tile
 from .validation import array_namespace_of, check_same_library, int_lengths
 
-__all__ = ["dense", "key_padding", "segments"]
+__all__ = ["dense", "key_padding", "segments", "tile_any"]
+
+
+def tile_any(xp: Any, x: Any, rows: int, cols: int) -> Any:
+    """Bool (n_q|1, n_k|1): whether any element of the bool ``x`` (..., L|1, S|1) is
+    True in each tile of ``rows`` x ``cols`` (over every leading slice), n_q = ceil(L /
+    rows), n_k = ceil(S / cols); an axis of 1 stays 1."""
+    if x.ndim > 2:  # any over the leading dims first: (L|1, S|1)
+        x = xp.any(x, axis=tuple(range(x.ndim - 2)))
+    R, C = x.shape
+    if R != 1:
+        n_q = -(-R // rows)
+        if n_q * rows != R:  # rows past L hold no pair
+            pad = xp.zeros((n_q * rows - R, C), dtype=xp.bool, device=array_device(x))
+            x = xp.concat([x, pad], axis=0)
+        x = xp.any(xp.reshape(x, (n_q, rows, C)), axis=1)  # (n_q, C)
+    if C != 1:
+        n_k = -(-C // cols)
+        R2 = x.shape[0]
+        if n_k * cols != C:
+            pad = xp.zeros((R2, n_k * cols - C), dtype=xp.bool, device=array_device(x))
+            x = xp.concat([x, pad], axis=1)
+        x = xp.any(xp.reshape(x, (R2, n_k, cols)), axis=2)  # (n_q|1, n_k)
+    return x
 
 
 @dataclass(frozen=True, eq=False)
@@ -22,6 +47,10 @@ class _KeyPadding(Mask):
     lengths: Any  # tuple of ints (static) or an integer array (B,)
     lead: tuple[int, ...] = ()
     keys_only = True  # a class attribute, not a field
+
+    @property
+    def holds_data(self) -> bool:  # type: ignore[override]
+        return not isinstance(self.lengths, tuple)
 
     def key_ranges(self, g: Geometry, q_lo: int, q_hi: int) -> Ranges:
         if isinstance(self.lengths, tuple):
@@ -35,6 +64,19 @@ class _KeyPadding(Mask):
         if isinstance(lengths, tuple):
             lengths = xp.asarray(lengths, device=t.device)
         return t.k_pos < xp.reshape(lengths, (-1, 1, 1, 1))  # (B, 1, 1, Sk)
+
+    def tile_kind(self, g: Geometry, q_lo: int, q_hi: int, k_lo: int, k_hi: int) -> int:
+        if not isinstance(self.lengths, tuple):
+            return super().tile_kind(g, q_lo, q_hi, k_lo, k_hi)  # lengths known at run time
+        if not self.lengths or g.kv_offset + k_lo >= max(self.lengths):
+            return EMPTY
+        return FULL if g.kv_offset + k_hi <= min(self.lengths) else PARTIAL
+
+    def tile_live(self, xp: Any, device: Any, g: Geometry, rows: int, cols: int) -> Any:
+        if isinstance(self.lengths, tuple) or g.S == 0:
+            return None  # static lengths: tile_kind says all
+        starts = xp.arange(0, g.S, cols, device=device) + g.kv_offset  # (n_k,) first keys
+        return (starts < xp.max(self.lengths))[None, :]  # (1, n_k)
 
     def key_alive(self, xp: Any, device: Any, g: Geometry) -> Any:
         t = Tile(xp, device, g, 0, 1, [(0, g.S)])
@@ -89,11 +131,23 @@ class _Segments(Mask):
     q_ids: Any  # (..., L)
     kv_ids: Any  # (..., S)
     lead: tuple[int, ...] = field(default=())
+    holds_data = True  # a class attribute, not a field
 
     def tile(self, t: Tile) -> Any:
-        q = self.q_ids[..., t.q_lo : t.q_hi][..., :, None]  # (..., Bq, 1)
+        q = t.rows(self.q_ids[..., :, None])  # (..., Bq, 1)
         k = t.columns(self.kv_ids[..., None, :])  # (..., 1, Sk)
         return q == k
+
+    def tile_live(self, xp: Any, device: Any, g: Geometry, rows: int, cols: int) -> Any:
+        """Tiles whose query ids and key ids share a value, by their ranges: query block
+        i spans ids [lo_i, hi_i] and key block j [lo_j, hi_j] (over every leading slice);
+        disjoint ranges share none (exact for ids sorted along the sequence: packed
+        documents)."""
+        if g.L == 0 or g.S == 0:
+            return None
+        q_lo, q_hi = _block_ranges(xp, self.q_ids, rows)  # (n_q,), (n_q,)
+        k_lo, k_hi = _block_ranges(xp, self.kv_ids, cols)  # (n_k,), (n_k,)
+        return (q_lo[:, None] <= k_hi[None, :]) & (k_lo[None, :] <= q_hi[:, None])
 
     def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
         for ids, n, axis in ((self.q_ids, g.L, "L"), (self.kv_ids, g.S, "S")):
@@ -136,13 +190,32 @@ def segments(q_ids: Any, kv_ids: Any | None = None) -> Mask:
     return _Segments(q, k, lead)
 
 
+def _block_ranges(xp: Any, ids: Any, size: int) -> tuple[Any, Any]:
+    """(min, max) of ``ids`` (..., N) over each block of ``size`` positions and every
+    leading slice: two (ceil(N / size),) arrays (the last block repeats the last id)."""
+    n = ids.shape[-1]
+    blocks = -(-n // size)
+    flat = xp.reshape(ids, (-1, n))  # (slices, N)
+    if blocks * size != n:
+        index = xp.clip(xp.arange(blocks * size, device=array_device(ids)), 0, n - 1)
+        flat = xp.take(flat, index, axis=1)
+    flat = xp.reshape(flat, (flat.shape[0], blocks, size))  # (slices, blocks, size)
+    if flat.dtype == xp.bool:
+        flat = xp.astype(flat, xp.int32)
+    return xp.min(flat, axis=(0, 2)), xp.max(flat, axis=(0, 2))
+
+
 @dataclass(frozen=True, eq=False)
 class _Dense(Mask):
     array: Any  # bool (..., L|1, S|1)
     lead: tuple[int, ...] = ()
+    holds_data = True  # a class attribute, not a field
 
     def tile(self, t: Tile) -> Any:
         return t.columns(t.rows(self.array))
+
+    def tile_live(self, xp: Any, device: Any, g: Geometry, rows: int, cols: int) -> Any:
+        return tile_any(xp, self.array, rows, cols)
 
     def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
         what = f"{name} (masks.dense)"

@@ -13,13 +13,21 @@ from typing import Any
 from ..compiling import lazy_attribute  # traceable by torch.compile
 
 __all__ = [
+    "EMPTY",
+    "FULL",
+    "PARTIAL",
     "Geometry",
+    "LoopTile",
     "Ranges",
     "Tile",
     "clip_ranges",
     "intersect_ranges",
     "merge_ranges",
 ]
+
+#: What a mask allows in a tile of (query rows, key columns): nothing, some pairs (its
+#: bool tile must be applied), or every pair (no mask needed): :meth:`Mask.tile_kind`.
+EMPTY, PARTIAL, FULL = 0, 1, 2
 
 
 Ranges = list[tuple[int, int]]
@@ -75,6 +83,69 @@ class Tile:
     def rows(self, x: Any) -> Any:
         """Rows [q_lo, q_hi) of x's second-to-last axis (x itself where that axis is 1)."""
         return x if x.shape[-2] == 1 else x[..., self.q_lo : self.q_hi, :]
+
+    def span(self) -> tuple[int, int, int, int] | None:
+        """(q_lo, q_hi, k_lo, k_hi) as Python ints: the rows and the outermost columns."""
+        return self.q_lo, self.q_hi, self.ranges[0][0], self.ranges[-1][1]
+
+
+class LoopTile:
+    """The tile of a loop over tiles: query rows [q_start, q_start + n_rows) against key
+    columns [k_start, k_start + n_cols), where the starts may be traced integers (0-d
+    arrays inside ``jax.lax.scan``) and the sizes are static. The same interface as
+    :class:`Tile` (``q_index``, ``k_index``, ``q_pos``, ``k_pos``, ``rows``, ``columns``);
+    ``span()`` is None, so a mask decides nothing from static bounds. Rows and columns
+    past the call's L and S (a loop's padding) read the last row or column of a mask's
+    arrays: the executor masks padded keys and drops padded rows itself."""
+
+    def __init__(
+        self,
+        xp: Any,
+        device: Any,
+        geometry: Geometry,
+        q_start: Any,
+        n_rows: int,
+        k_start: Any,
+        n_cols: int,
+    ) -> None:
+        self.xp, self.device, self.geometry = xp, device, geometry
+        self.q_start, self.n_rows, self.k_start, self.n_cols = q_start, n_rows, k_start, n_cols
+
+    @lazy_attribute
+    def q_index(self) -> Any:  # (Bq, 1) local row indices
+        return (self.xp.arange(self.n_rows, device=self.device) + self.q_start)[:, None]
+
+    @lazy_attribute
+    def k_index(self) -> Any:  # (1, Bk) local column indices
+        return (self.xp.arange(self.n_cols, device=self.device) + self.k_start)[None, :]
+
+    def q_pos(self, alignment: str = "top_left") -> Any:
+        g = self.geometry
+        shift = g.S - g.L if alignment == "bottom_right" else 0
+        return self.q_index + (g.q_offset + shift)
+
+    @lazy_attribute
+    def k_pos(self) -> Any:
+        return self.k_index + self.geometry.kv_offset
+
+    def span(self) -> None:
+        return None
+
+    def columns(self, x: Any) -> Any:
+        """Columns [k_start, k_start + n_cols) of x's last axis (x itself where it is 1)."""
+        n = x.shape[-1]
+        if n == 1:
+            return x
+        index = self.xp.clip(self.k_index[0, :], 0, n - 1)  # (Bk,): padding reads the last
+        return self.xp.take(x, index, axis=x.ndim - 1)
+
+    def rows(self, x: Any) -> Any:
+        """Rows [q_start, q_start + n_rows) of x's second-to-last axis (x itself where 1)."""
+        n = x.shape[-2]
+        if n == 1:
+            return x
+        index = self.xp.clip(self.q_index[:, 0], 0, n - 1)  # (Bq,): padding reads the last
+        return self.xp.take(x, index, axis=x.ndim - 2)
 
 
 def merge_ranges(ranges: Ranges) -> Ranges:

@@ -14,7 +14,7 @@ from typing import Any
 from ..checks import is_int
 from ..errors import ParameterError
 from .algebra import Mask
-from .geometry import Geometry, Ranges, Tile, merge_ranges
+from .geometry import EMPTY, FULL, PARTIAL, Geometry, Ranges, Tile, merge_ranges
 from .validation import check_no_negative, int_lengths
 
 __all__ = ["bigbird", "block_sparse", "documents", "global_tokens"]
@@ -28,6 +28,13 @@ class _GlobalTokens(Mask):
         if g.q_offset + q_lo < self.n:  # a global query row sees every key
             return [(0, g.S)]
         return [(0, min(g.S, max(0, self.n - g.kv_offset)))]
+
+    def tile_kind(self, g: Geometry, q_lo: int, q_hi: int, k_lo: int, k_hi: int) -> int:
+        q_min, q_max = g.q_offset + q_lo, g.q_offset + q_hi - 1
+        k_min, k_max = g.kv_offset + k_lo, g.kv_offset + k_hi - 1
+        if q_max < self.n or k_max < self.n:
+            return FULL  # every row global, or every column
+        return PARTIAL if (q_min < self.n or k_min < self.n) else EMPTY
 
     def tile(self, t: Tile) -> Any:
         return (t.q_pos() < self.n) | (t.k_pos < self.n)
@@ -77,6 +84,17 @@ class _Documents(Mask):
         lo, hi = max(0, lo), min(g.S, hi)
         return [(lo, hi)] if hi > lo else []
 
+    def tile_kind(self, g: Geometry, q_lo: int, q_hi: int, k_lo: int, k_hi: int) -> int:
+        first_q, last_q = (self._doc(g.q_offset + q) for q in (q_lo, q_hi - 1))
+        first_k, last_k = (self._doc(g.kv_offset + k) for k in (k_lo, k_hi - 1))
+        if last_q < first_k or last_k < first_q:
+            return EMPTY
+        return FULL if first_q == last_q == first_k == last_k else PARTIAL
+
+    def _doc(self, pos: int) -> int:
+        """The index of the document holding absolute position ``pos`` (as :meth:`_ids`)."""
+        return sum(1 for s in self.starts[1:] if pos >= s)
+
     def _ids(self, t: Tile, pos: Any) -> Any:
         xp = t.xp
         starts = xp.asarray(self.starts[1:], device=t.device) if len(self.starts) > 1 else None
@@ -122,6 +140,18 @@ class _BlockSparse(Mask):
                         (max(0, c * bk - g.kv_offset), min(g.S, (c + 1) * bk - g.kv_offset))
                     )
         return merge_ranges(ranges)
+
+    def tile_kind(self, g: Geometry, q_lo: int, q_hi: int, k_lo: int, k_hi: int) -> int:
+        (bq, bk), nq, nk = self.block, len(self.layout), len(self.layout[0])
+        q_min, q_max = g.q_offset + q_lo, g.q_offset + q_hi - 1
+        k_min, k_max = g.kv_offset + k_lo, g.kv_offset + k_hi - 1
+        rows = range(max(0, q_min // bq), min(nq - 1, q_max // bq) + 1)
+        cols = range(max(0, k_min // bk), min(nk - 1, k_max // bk) + 1)
+        cells = [self.layout[r][c] for r in rows for c in cols]
+        if not any(cells):
+            return EMPTY
+        inside = q_min >= 0 and k_min >= 0 and q_max < nq * bq and k_max < nk * bk
+        return FULL if inside and all(cells) else PARTIAL
 
     def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
         check_no_negative(g, name, self)

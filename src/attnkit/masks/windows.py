@@ -18,7 +18,7 @@ from typing import Any
 from ..checks import check_alignment, is_int
 from ..errors import ParameterError
 from .algebra import Mask, and_tiles
-from .geometry import Geometry, Ranges, Tile
+from .geometry import EMPTY, FULL, PARTIAL, Geometry, Ranges, Tile
 
 __all__ = ["causal", "sliding_window", "window_sides"]
 
@@ -44,14 +44,29 @@ class _Window(Mask):
         hi = g.S if self.right is None else min(g.S, q_max + self.right - g.kv_offset + 1)
         return [(lo, hi)] if hi > lo else []
 
+    def tile_kind(self, g: Geometry, q_lo: int, q_hi: int, k_lo: int, k_hi: int) -> int:
+        q_min = g.q_offset + _shift(g, self.alignment) + q_lo
+        q_max = q_min + (q_hi - q_lo) - 1
+        k_min, k_max = g.kv_offset + k_lo, g.kv_offset + k_hi - 1
+        if (self.left is not None and k_max < q_min - self.left) or (
+            self.right is not None and k_min > q_max + self.right
+        ):
+            return EMPTY
+        left_ok = self.left is None or k_min >= q_max - self.left
+        right_ok = self.right is None or k_max <= q_min + self.right
+        return FULL if left_ok and right_ok else PARTIAL
+
     def tile(self, t: Tile) -> Any:
         g = t.geometry
-        q_min = g.q_offset + _shift(g, self.alignment) + t.q_lo
-        q_max = q_min + (t.q_hi - t.q_lo) - 1
-        k_min = g.kv_offset + t.ranges[0][0]
-        k_max = g.kv_offset + t.ranges[-1][1] - 1
-        need_left = self.left is not None and k_min < q_max - self.left
-        need_right = self.right is not None and k_max > q_min + self.right
+        span = t.span()  # static bounds (None in a loop: both sides are tested)
+        need_left, need_right = self.left is not None, self.right is not None
+        if span is not None:
+            q_lo, q_hi, k_lo, k_hi = span
+            q_min = g.q_offset + _shift(g, self.alignment) + q_lo
+            q_max = q_min + (q_hi - q_lo) - 1
+            k_min, k_max = g.kv_offset + k_lo, g.kv_offset + k_hi - 1
+            need_left = need_left and k_min < q_max - self.left
+            need_right = need_right and k_max > q_min + self.right
         if not (need_left or need_right):
             return None
         # kpos - qpos = (k_index - q_index) + c with c a Python int: local indices stay
