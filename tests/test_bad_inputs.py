@@ -734,6 +734,28 @@ def test_bad_input_raises_attnkit_error_naming_it(
     assert not missing, f"{missing} missing from the message: {message}"
 
 
+def test_documents_given_a_traced_array_names_segments() -> None:
+    """masks.documents under jax.jit given an array (its lengths or per-position ids) has
+    no value to lay the documents out by: an attnkit error naming masks.segments, not
+    JAX's ConcretizationTypeError; a per-position id array given eagerly is refused too
+    (an id of 0 is no length), with the same pointer."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    x = jnp.ones((1, 1, 8, 4))
+
+    def call(x: Any, ids: Any) -> Any:
+        return sdpa(x, x, x, attn_mask=masks.documents(ids))
+
+    with pytest.raises(ParameterError) as info:
+        jax.jit(call)(x, jnp.asarray([4, 4]))
+    message = str(info.value)
+    for fact in ("masks.documents", "traced array", "(2,)", "masks.segments"):
+        assert fact in message, f"{fact!r} missing from: {message}"
+    with pytest.raises(ParameterError, match="masks.segments"):
+        masks.documents(jnp.asarray([0, 0, 1, 1]))
+    assert repr(masks.documents(jnp.asarray([4, 4]))) == "masks.documents([4, 4])"
+
+
 def test_case_ids_are_unique() -> None:
     names = [case[0] for case in CASES + CORE_CASES]
     assert len(names) == len(set(names))

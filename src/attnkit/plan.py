@@ -110,11 +110,7 @@ class _Tiles(Strategy):
     def plan(self, p: Problem, choice: Choice, declined: list[str]) -> Plan:
         heads = max(1, prod(p.out_lead))
         size = p.block_size or cost.choose_tile_size(p, heads)
-        cols = size
-        import os
-        if os.environ.get("TILECOLS"):
-            size, cols = (int(x) for x in os.environ["TILECOLS"].split(","))
-        table = table_of(p, size, cols, padded=True)
+        table = table_of(p, size, size, padded=True)
         return Plan(
             choice.path, self.name, choice.kernels, choice.causal, tuple(declined), size, table,
             None, p.backend.map_blocks_loop,

@@ -109,10 +109,23 @@ class _Documents(Mask):
 def documents(lengths: Sequence[int]) -> Mask:
     """Packed variable-length sequences given by their (static) lengths: a query attends
     only keys of its own document. Combine with ``causal()`` for packed decoders."""
+    if hasattr(lengths, "shape") and hasattr(lengths, "dtype"):  # an array: read it now
+        try:
+            lengths = lengths.tolist()
+        except Exception as e:  # traced (jax.jit): no value to lay the documents out by
+            raise ParameterError(
+                f"masks.documents takes the documents' lengths as static ints, read when the "
+                f"mask is built (its key blocks are skipped by them), got a traced array of "
+                f"shape {tuple(lengths.shape)} ({type(e).__name__}); for document ids known "
+                "only at run time use masks.segments(q_ids, kv_ids) with one id per position "
+                "(it skips other documents' tiles at run time, under jax.jit too), or pass "
+                "the lengths as Python ints."
+            ) from None
     lengths = int_lengths(lengths, "documents")
     if not lengths or any(n <= 0 for n in lengths):
         raise ParameterError(
-            f"documents needs a non-empty sequence of positive int lengths, got {lengths!r}."
+            f"documents needs a non-empty sequence of positive int lengths, got {lengths!r}; "
+            "for one document id per position use masks.segments(q_ids, kv_ids)."
         )
     starts = [0]
     for n in lengths[:-1]:
