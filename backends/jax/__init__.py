@@ -225,6 +225,25 @@ class JaxBackend(Backend):
             result.append(jnp.reshape(y, (*y.shape[:-3], y.shape[-3] * y.shape[-2], y.shape[-1])))
         return (*result, *carry)
 
+    def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``jax.jit(fn)``: an eager call's one program per signature (attnkit.compiled)."""
+        import jax
+
+        return jax.jit(fn)
+
+    def compiles(self, like: Any) -> bool:
+        """Whether a call on ``like`` gains from a compiled program: concrete arrays, and
+        the tracers of eager autodiff (``jax.grad``, ``jax.vjp``: their primal values
+        concrete); not inside ``jax.jit`` or ``vmap`` (one program already)."""
+        import jax
+
+        x = like
+        while isinstance(x, jax.core.Tracer):
+            x = getattr(x, "primal", None)
+            if x is None:
+                return False
+        return True
+
     def elementwise_grad(self, fn: Callable[[Any], Any], x: Any) -> Any:
         """d fn(x) / dx for an elementwise ``fn``: ``jax.vjp`` with ones."""
         import jax

@@ -6,6 +6,7 @@ from typing import Any, NamedTuple
 
 from . import _dispatch
 from ._problem import Problem, caller_layout
+from .compiled import compiled_call
 from .options import Options
 from .validation import validate
 
@@ -155,7 +156,16 @@ def scaled_dot_product_attention(
     out, sig = _dispatch.planned(query, key, value, options)
     if out is not None:  # a plain call of a signature seen before, straight to its kernel
         return out
-    problem = _dispatch.known_problem(sig, query, key, value, attn_mask) or validate(
+    done, out = compiled_call(query, key, value, options, _attention)
+    if done:  # a backend that compiles (JAX): this signature's program
+        return out
+    return _attention(query, key, value, options, sig)
+
+
+def _attention(query: Any, key: Any, value: Any, options: Options, sig: Any = None) -> Any:
+    """validate -> plan -> run: the call's result (its ``sig``, where it is a plain call,
+    remembered by the dispatch's caches)."""
+    problem = _dispatch.known_problem(sig, query, key, value, options.attn_mask) or validate(
         query, key, value, options
     )
     out, weights, lse = _dispatch.attend(problem, sig)

@@ -168,8 +168,15 @@ class MathBackend:
     custom_vjp: Callable[..., Any] | None = None
     #: whether ``custom_vjp`` takes calls that draw dropout (it redraws their pattern).
     custom_vjp_replays_dropout: bool = True
-    #: the loop over blocks of one shape (see the class docstring), or None.
+    #: the loop over tiles (see the class docstring), or None.
     map_blocks: Callable[..., tuple[Any, ...]] | None = None
+    #: ``compile(fn)``: ``fn`` as one compiled program (``jax.jit``), or None where calls
+    #: run as they are (:mod:`attnkit.compiled`); ``compiles(like)`` says whether a call on
+    #: arrays like ``like`` gains from it (not inside the compiler's own trace).
+    compile: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
+
+    def compiles(self, like: Any) -> bool:
+        return self.compile is not None
     #: the loop ``map_blocks`` runs, in words (``attnkit.explain`` prints it).
     map_blocks_loop: str = "a Python loop over the blocks"
     #: whether autodiff recomputes ``map_blocks``'s body rather than storing its scores.

@@ -14,8 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._problem import Problem
+from .blocked.executor import skipped_columns
+from .blocked.operands import prepare_operands
 from .blocked.translated_runs import find_run
 from .masks import Tile, clip_ranges
+from .masks.geometry import intersect_ranges
 from .options import Options
 from .plan import Plan, plan_of
 from .shapes import broadcast_shapes, prod
@@ -205,9 +208,13 @@ def _explain_blocks(
             f"the mask's data decides which key blocks of {plan.grid[1]} columns each query "
             "block reads: blocks no row may attend are skipped where the values are concrete"
         )
+    columns = None
+    if plan.grid is not None:  # the key blocks the mask's data leaves alive, where concrete
+        columns = skipped_columns(p, prepare_operands(p, None), plan)
     widest = 0
     for q_lo, q_hi in spans:
-        width = _width(p, q_lo, q_hi)
+        live = None if columns is None else columns[q_lo // rows]
+        width = _width(p, q_lo, q_hi, live)
         result.key_columns += width
         result.pairs_computed += (q_hi - q_lo) * width * heads
         widest = max(widest, (q_hi - q_lo) * width)
@@ -263,8 +270,11 @@ def _ranges(p: Problem, q_lo: int, q_hi: int) -> list[tuple[int, int]]:
     return clip_ranges(ranges, g.S)
 
 
-def _width(p: Problem, q_lo: int, q_hi: int) -> int:
-    return sum(hi - lo for lo, hi in _ranges(p, q_lo, q_hi))
+def _width(p: Problem, q_lo: int, q_hi: int, live: Any = None) -> int:
+    ranges = _ranges(p, q_lo, q_hi)
+    if live is not None:
+        ranges = intersect_ranges(ranges, live)
+    return sum(hi - lo for lo, hi in ranges)
 
 
 def _attended(p: Problem, spans: list[tuple[int, int]], heads: int) -> int:

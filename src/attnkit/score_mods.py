@@ -99,6 +99,10 @@ class ScoreMod:
     #: ``derivative(scores, modified, q_idx, kv_idx, head, xp)``: d fn / d scores, an array
     #: or a Python number (1.0 for an additive bias), for the backward pass; or None.
     derivative: Callable[..., Any] | None = None
+    #: A hashable description of everything ``fn`` computes from (``("alibi", slopes)``),
+    #: or None: two modifiers with the same key compute the same function, so a compiled
+    #: program built for one serves the other (:mod:`attnkit.compiled`).
+    key: Any = None
 
     def __call__(self, scores: Any, q_idx: Any, kv_idx: Any, head: Any) -> Any:
         return self.fn(scores, q_idx, kv_idx, head, array_api_compat.array_namespace(scores))
@@ -121,7 +125,7 @@ def alibi(num_heads: int, slopes: list[float] | None = None) -> ScoreMod:
         m = xp.reshape(m, head.shape)  # (H, 1, 1) (or the GQA layout)
         return scores + m * xp.astype(kv_idx - q_idx, scores.dtype)
 
-    return ScoreMod(f"alibi({num_heads})", fn, num_heads, _additive)
+    return ScoreMod(f"alibi({num_heads})", fn, num_heads, _additive, ("alibi", tuple(slopes)))
 
 
 def _additive(scores: Any, modified: Any, q_idx: Any, kv_idx: Any, head: Any, xp: Any) -> float:
@@ -170,7 +174,7 @@ def softcap(cap: float) -> ScoreMod:
         ratio = modified / cap  # tanh(scores / cap)
         return 1.0 - ratio * ratio
 
-    return ScoreMod(f"softcap({cap})", fn, None, derivative)
+    return ScoreMod(f"softcap({cap})", fn, None, derivative, ("softcap", cap))
 
 
 def _device(x: Any) -> Any:

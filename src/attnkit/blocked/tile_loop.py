@@ -283,6 +283,8 @@ def _weights(
     applied as in the forward), zeros elsewhere, from a second loop over the table."""
     xp = p.xp
     R, C = table.rows, table.cols
+    if not tiles.tiles:  # no tile attended (or S = 0): every weight is 0
+        return xp.zeros((*lead, p.L, p.S), dtype=ops.query.dtype, device=p.device)
     ml = pad_rows(xp, xp.stack([m, total], axis=-1), table.n_q * R)  # (*lead, Lp, 2)
     body = functools.partial(_weight_tile, p, ops, table, lead)
     (w,) = run_tiles(p, tiles, body, tiles.starts(p, 1), (q, k, v, ml), (R, C, C, R))

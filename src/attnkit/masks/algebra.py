@@ -92,6 +92,19 @@ class Mask:
         if the mask has no such columns to declare."""
         return None
 
+    def flatten(self) -> tuple[Any, tuple[Any, ...]]:
+        """``(key, arrays)``: a hashable key of everything the mask is but the arrays it
+        holds (their shapes and dtypes included), and those arrays, so that a compiled
+        program can take them as arguments (:meth:`unflatten` puts them back)."""
+        return self, ()
+
+    def unflatten(self, arrays: tuple[Any, ...]) -> Mask:
+        """This mask holding ``arrays`` (of :meth:`flatten`'s shapes) instead of its own."""
+        return self
+
+    #: How many arrays :meth:`flatten` gives.
+    arrays_held: int = 0
+
     def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
         """Raise an attnkit error, before any work, where this mask cannot describe a call
         of geometry ``g`` on arrays of namespace ``xp`` and ``device`` (passed as the
@@ -194,6 +207,24 @@ class _Combined(Mask):
         for r in ranges[1:]:
             out = intersect_ranges(out, r)
         return out
+
+    def flatten(self) -> tuple[Any, tuple[Any, ...]]:
+        flat = [p.flatten() for p in self.parts]
+        return ("combined", self.op, tuple(k for k, _ in flat)), tuple(
+            a for _, x in flat for a in x
+        )
+
+    def unflatten(self, arrays: tuple[Any, ...]) -> Mask:
+        parts, at = [], 0
+        for p in self.parts:
+            n = p.arrays_held
+            parts.append(p.unflatten(tuple(arrays[at : at + n])))
+            at += n
+        return _Combined(self.op, tuple(parts))
+
+    @property
+    def arrays_held(self) -> int:  # type: ignore[override]
+        return sum(p.arrays_held for p in self.parts)
 
     def tile_kind(self, g: Geometry, q_lo: int, q_hi: int, k_lo: int, k_hi: int) -> int:
         kinds = [p.tile_kind(g, q_lo, q_hi, k_lo, k_hi) for p in self.parts]

@@ -52,6 +52,18 @@ class _KeyPadding(Mask):
     def holds_data(self) -> bool:  # type: ignore[override]
         return not isinstance(self.lengths, tuple)
 
+    @property
+    def arrays_held(self) -> int:  # type: ignore[override]
+        return 0 if isinstance(self.lengths, tuple) else 1
+
+    def flatten(self) -> tuple[Any, tuple[Any, ...]]:
+        if isinstance(self.lengths, tuple):
+            return ("key_padding", self.lengths), ()
+        return ("key_padding", _spec(self.lengths)), (self.lengths,)
+
+    def unflatten(self, arrays: tuple[Any, ...]) -> Mask:
+        return self if not arrays else _KeyPadding(arrays[0], self.lead)
+
     def key_ranges(self, g: Geometry, q_lo: int, q_hi: int) -> Ranges:
         if isinstance(self.lengths, tuple):
             hi = min(g.S, max(self.lengths) - g.kv_offset)
@@ -131,7 +143,17 @@ class _Segments(Mask):
     q_ids: Any  # (..., L)
     kv_ids: Any  # (..., S)
     lead: tuple[int, ...] = field(default=())
-    holds_data = True  # a class attribute, not a field
+    holds_data = True  # class attributes, not fields
+    arrays_held = 2
+
+    def flatten(self) -> tuple[Any, tuple[Any, ...]]:
+        return ("segments", _spec(self.q_ids), _spec(self.kv_ids), self.lead), (
+            self.q_ids,
+            self.kv_ids,
+        )
+
+    def unflatten(self, arrays: tuple[Any, ...]) -> Mask:
+        return _Segments(arrays[0], arrays[1], self.lead)
 
     def tile(self, t: Tile) -> Any:
         q = t.rows(self.q_ids[..., :, None])  # (..., Bq, 1)
@@ -190,6 +212,11 @@ def segments(q_ids: Any, kv_ids: Any | None = None) -> Mask:
     return _Segments(q, k, lead)
 
 
+def _spec(x: Any) -> tuple[Any, ...]:
+    """An array's shape and dtype (a compiled program's key holds no array)."""
+    return tuple(x.shape), str(x.dtype)
+
+
 def _block_ranges(xp: Any, ids: Any, size: int) -> tuple[Any, Any]:
     """(min, max) of ``ids`` (..., N) over each block of ``size`` positions and every
     leading slice: two (ceil(N / size),) arrays (the last block repeats the last id)."""
@@ -209,13 +236,20 @@ def _block_ranges(xp: Any, ids: Any, size: int) -> tuple[Any, Any]:
 class _Dense(Mask):
     array: Any  # bool (..., L|1, S|1)
     lead: tuple[int, ...] = ()
-    holds_data = True  # a class attribute, not a field
+    holds_data = True  # class attributes, not fields
+    arrays_held = 1
 
     def tile(self, t: Tile) -> Any:
         return t.columns(t.rows(self.array))
 
     def tile_live(self, xp: Any, device: Any, g: Geometry, rows: int, cols: int) -> Any:
         return tile_any(xp, self.array, rows, cols)
+
+    def flatten(self) -> tuple[Any, tuple[Any, ...]]:
+        return ("dense", _spec(self.array), self.lead), (self.array,)
+
+    def unflatten(self, arrays: tuple[Any, ...]) -> Mask:
+        return _Dense(arrays[0], self.lead)
 
     def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
         what = f"{name} (masks.dense)"
