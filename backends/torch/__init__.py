@@ -175,6 +175,13 @@ class TorchBackend(Backend):
             (grad,) = torch.autograd.grad(out, leaf, torch.ones_like(out), allow_unused=True)
         return torch.zeros_like(x) if grad is None else grad
 
+    def traced_call(self, query: Any, key: Any, value: Any, options: Any) -> Any:
+        """While ``torch.compile`` traces, the call as one ``attnkit::attention`` operator
+        (:mod:`.compiled`), or None where it is traced as it is."""
+        from .compiled import traced_call
+
+        return traced_call(query, key, value, options)
+
     def foreign_mask(self, obj: Any) -> Any:
         """PyTorch's ``torch.nn.attention.bias.CausalBias`` (``causal_upper_left``,
         ``causal_lower_right``) as ``(attnkit.masks.causal(alignment), (L, S))``; None

@@ -177,6 +177,11 @@ class MathBackend:
 
     def compiles(self, like: Any) -> bool:
         return self.compile is not None
+
+    #: ``traced_call(query, key, value, options)``: while the framework's compiler traces
+    #: (``torch.compile``), the whole call as one operator of its graph, or None where the
+    #: call is traced as it is; None (the default) where the framework has none.
+    traced_call: Callable[..., Any] | None = None
     #: the loop ``map_blocks`` runs, in words (``attnkit.explain`` prints it).
     map_blocks_loop: str = "a Python loop over the blocks"
     #: whether autodiff recomputes ``map_blocks``'s body rather than storing its scores.

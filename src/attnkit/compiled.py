@@ -1,4 +1,5 @@
-"""One compiled program per call signature, where the backend compiles (JAX).
+"""One compiled program per call signature, where the backend compiles (JAX), and one
+operator per call while a framework's compiler traces (``torch.compile``).
 
 Called eagerly with concrete JAX arrays, the executor's loop over tiles would run
 operation by operation, and ``jax.lax.scan`` would compile its body afresh on every call.
@@ -7,7 +8,10 @@ program compiled once per signature: the call's arrays (query, key, value, an
 ``attn_mask`` array, the dropout key, and the arrays a structured mask holds, such as
 segment ids) are its arguments, everything else is static and keys a cache of programs.
 Under ``jax.grad`` of an eager function the same program is differentiated (its
-custom VJP inside), and under ``jax.jit`` it is inlined into the caller's program.
+custom VJP inside); under ``jax.jit`` the call is traced into the caller's program.
+While ``torch.compile`` traces, the backend's ``traced_call`` makes the call one
+operator of the graph (``attnkit.backends.torch.compiled``), so the graph does not grow
+with L.
 
 A call whose ``score_mod`` is a general callable runs as it is (not compiled): a
 callable may close over values that change between calls, which a cached program would
@@ -23,6 +27,7 @@ from typing import Any
 
 import array_api_compat as aac
 
+from .compiling import tracing
 from .masks import Mask
 from .options import Options
 from .registry import backend_for
@@ -48,6 +53,10 @@ def compiled_call(
     except TypeError:  # not an array: validation says what is wrong
         return False, None
     backend = backend_for(xp)
+    if backend.traced_call is not None and tracing():  # torch.compile: one operator
+        out = backend.traced_call(query, key, value, options)
+        if out is not None:
+            return True, out
     if backend.compile is None or not backend.compiles(query):
         return False, None  # nothing compiled, or inside the compiler's trace already
     split = _split(query, key, value, options)

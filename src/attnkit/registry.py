@@ -48,7 +48,8 @@ def backend_for(xp: Any) -> Any:
     backend = _FOUND.get(id(xp))
     if backend is None:
         backend = _lookup("namespace")(xp)
-        _FOUND[id(xp)] = backend
+        if not tracing():  # torch.compile: no cache filled while tracing
+            _FOUND[id(xp)] = backend
     return backend
 
 
