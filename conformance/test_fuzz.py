@@ -36,10 +36,10 @@ import pytest
 from fuzz_strategies import FULL, SMALL, cases
 from harness import Backend
 from hypothesis import HealthCheck, given, note, settings
-from tolerances import RHO_OUT, assert_close, exact_allowed, lowp_allowed
 
 import attnkit as ak
 from attnkit import masks as ak_masks
+from attnkit.testing.tolerances import RHO_OUT, assert_close, exact_allowed, lowp_allowed
 
 _COMMON = dict(
     deadline=None,
