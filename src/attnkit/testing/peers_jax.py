@@ -25,6 +25,7 @@ from typing import Any
 import jax
 
 from .adapters import declare, declared_options, time_first
+from .frameworks import by_key
 from .run import Unsupported
 
 __all__ = ["jax_nn", "jitted", "keras", "keras_available"]
@@ -45,13 +46,9 @@ def jitted(fn: Callable[..., Any]) -> Callable[..., Any]:
     return declare(run, **declared_options(fn))
 
 
-_DTYPES = ("float64", "float32", "float16", "bfloat16")
-
 jax_nn = declare(
     jitted(time_first(jax.nn.dot_product_attention, value_like_key=True)),
-    library="jax",
-    gradients=True,
-    dtypes=_DTYPES,
+    **by_key("jax_nn").options(),
 )
 
 
@@ -102,7 +99,5 @@ keras = declare(
             _keras_attention, window=None, softcap="attn_logits_soft_cap", value_like_key=True
         )
     ),
-    library="jax",
-    gradients=True,
-    dtypes=_DTYPES,
+    **by_key("keras").options(),
 )

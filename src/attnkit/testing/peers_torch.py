@@ -8,8 +8,8 @@ conventions (a bool mask is handed over as it is, whatever the framework takes T
 mean), and raises :class:`~attnkit.testing.Unsupported` for a call the framework cannot
 express:
 
-``sdpa``                 ``F.scaled_dot_product_attention`` as it is, refusing (as
-                         PyTorch does) ``attn_mask`` together with ``is_causal``.
+``sdpa``                 ``F.scaled_dot_product_attention`` as it is (it takes attnkit's
+                         names), declared with what it supports.
 ``multihead_attention``  ``torch.nn.MultiheadAttention``'s computation
                          (``F.multi_head_attention_forward``, ``need_weights=True`` as the
                          module's default) with identity projections, so its heads are
@@ -30,41 +30,14 @@ import torch
 import torch.nn.functional as F
 
 from .adapters import declare
+from .frameworks import by_key
 from .run import Unsupported
 from .translate_torch import to_mask_mod
 
 __all__ = ["flex_attention", "multihead_attention", "sdpa"]
 
 
-def _sdpa(
-    query: Any,
-    key: Any,
-    value: Any,
-    attn_mask: Any = None,
-    is_causal: bool = False,
-    scale: float | None = None,
-    enable_gqa: bool = False,
-) -> Any:
-    if attn_mask is not None and is_causal:
-        raise Unsupported("torch SDPA refuses attn_mask together with is_causal")
-    return F.scaled_dot_product_attention(
-        query,
-        key,
-        value,
-        attn_mask=attn_mask,
-        is_causal=is_causal,
-        scale=scale,
-        enable_gqa=enable_gqa,
-    )
-
-
-sdpa = declare(
-    _sdpa,
-    library="torch",
-    supports=frozenset({"attn_mask", "is_causal", "scale", "enable_gqa"}),
-    gradients=True,
-    dtypes=("float64", "float32", "float16", "bfloat16"),
-)
+sdpa = declare(F.scaled_dot_product_attention, **by_key("torch_sdpa").options())
 
 
 def _multihead_attention(query: Any, key: Any, value: Any, attn_mask: Any = None) -> Any:
@@ -106,13 +79,7 @@ def _multihead_attention(query: Any, key: Any, value: Any, attn_mask: Any = None
     return out.reshape(L, B, H, E).permute(1, 2, 0, 3)  # (B, H, L, E)
 
 
-multihead_attention = declare(
-    _multihead_attention,
-    library="torch",
-    supports=frozenset({"attn_mask"}),
-    gradients=True,
-    dtypes=("float64", "float32"),
-)
+multihead_attention = declare(_multihead_attention, **by_key("torch_mha").options())
 
 
 def _flex_attention(
@@ -170,23 +137,4 @@ def _flex_attention(
         return flex(query, key, value, **options)
 
 
-flex_attention = declare(
-    _flex_attention,
-    library="torch",
-    supports=frozenset(
-        {
-            "attn_mask",
-            "is_causal",
-            "scale",
-            "enable_gqa",
-            "causal_alignment",
-            "window",
-            "q_offset",
-            "kv_offset",
-            "softcap",
-        }
-    ),
-    gradients=False,  # flex_attention has no backward pass on CPU
-    # (gradients are checked where it has one: a GPU)
-    dtypes=("float64", "float32"),
-)
+flex_attention = declare(_flex_attention, **by_key("flex").options())

@@ -9,7 +9,8 @@ its spec, and NaN written into the key or value rows no query may attend (poison
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from . import arrays
 from .cases import Case, MaskSpec
 from .oracle import round_to
 
-__all__ = ["CALL_KEYWORDS", "Problem", "draw", "from_call"]
+__all__ = ["CALL_KEYWORDS", "Problem", "draw", "from_call", "in_polarity"]
 
 #: The keyword arguments a checked call may carry (attnkit's names; ``softcap=c`` caps the
 #: scaled scores s as c * tanh(s / c), attnkit's ``score_mods.softcap(c)``).
@@ -92,3 +93,12 @@ def from_call(query: Any, key: Any, value: Any, call: dict[str, Any], dtype: str
         mask = arrays.to_float64(mask, keep_bool=True)
     q, k, v = (arrays.to_float64(x) for x in (query, key, value))
     return Problem(q, k, v, mask, kwargs, dtype)
+
+
+def in_polarity(p: Problem, conventions: Mapping[str, str]) -> Problem:
+    """``p`` as a function that takes True to mean masked is given it: a bool mask
+    inverted, so that the same keys stay masked (the expectation inverts it back)."""
+    m = p.attn_mask
+    if m is None or m.dtype != np.bool_ or conventions["mask_polarity"] != "true_masks":
+        return p
+    return replace(p, attn_mask=~m)

@@ -21,7 +21,7 @@ from .compare import compare
 from .detect import explain
 from .expect import expect
 from .gradients import check_gradients
-from .problem import Problem, draw
+from .problem import Problem, draw, in_polarity
 from .report import CaseResult
 
 __all__ = ["Target", "Unsupported", "check_result", "run_case"]
@@ -104,7 +104,7 @@ def run_case(t: Target, case: Case, dtype: str, gradients: bool = False) -> list
             result,
             CaseResult(name, dtype, "skipped", ("the output differs",), call=result.call),
         ]
-    p = draw(case, dtype)
+    p = in_polarity(draw(case, dtype), t.conventions)
     with arrays.precision(t.library, dtype):
         qkv, kwargs = _inputs(t, case, p)
         status, lines = check_gradients(t.fn, qkv, kwargs, p, t.conventions, seed=case.seed + 1)
@@ -117,7 +117,7 @@ def _forward(t: Target, case: Case, dtype: str) -> CaseResult:
         return _skip(
             case, dtype, f"needs {', '.join(missing)}, which the function does not support"
         )
-    p = draw(case, dtype)
+    p = in_polarity(draw(case, dtype), t.conventions)
     e = expect(p, t.conventions)
     with arrays.precision(t.library, dtype):
         try:
