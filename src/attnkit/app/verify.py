@@ -172,6 +172,10 @@ class FrameworkResult:
     dtype: str = "float64"  # the dtype the framework computed in
     #: "agrees", "empty rows", "precision", "differs", "refused" or "n/a" (not applicable)
     kind: str = "agrees"
+    #: the conventions attnkit.testing's detectors find behind a difference
+    #: ("empty_rows=mean"), and whether its frameworks table gives the framework them
+    conventions: tuple[str, ...] = ()
+    declared: bool = False
 
 
 def load_vectors() -> list[Vector]:

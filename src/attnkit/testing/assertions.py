@@ -103,7 +103,7 @@ def assert_attention_close(
     cmp = _custom_compare(got, e.out, e.allowed, e.nan_ok, atol, rtol)
     if not cmp.ok:
         found = explain(p, got, declared)
-        words = " and ".join(describe(f) for f in found[0]) if found else "none known"
+        words = "; ".join(describe(f) for f in found[0]) if found else "none known"
         raise AttentionMismatch(
             f"{cmp.words('output')}; most likely convention: {words} ({context})"
         )

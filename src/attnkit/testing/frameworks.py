@@ -186,11 +186,12 @@ FRAMEWORKS: tuple[Framework, ...] = (
         conventions={
             "empty_rows": "mean",
             "empty_rows_additive": "nan",
+            "float64_precision": "float32",
             "masked_value_nonfinite": "leaks",
         },
         behaviours={
             "`attn_mask` with `is_causal`": "combined (AND)",
-            "float64 inputs": "returned as float32",
+            "float64 inputs": "computed and returned as float32",
             "float16 / bfloat16": "float32 softmax; float16 refused under `jax.jit` on CPU",
             "value features Ev != E": "no (value must have key's shape)",
             "GQA with key heads != value heads": "refused",
@@ -223,4 +224,5 @@ def describe(finding: Finding) -> str:
     who = followers(finding.convention, finding.variant)
     if not who:
         return words
-    return f"{words}: the convention of {' and '.join(who)}"
+    names = who[0] if len(who) == 1 else f"{', '.join(who[:-1])} and {who[-1]}"
+    return f"{words}: the convention of {names}"

@@ -48,10 +48,10 @@ class CaseResult:
 def _explained(explanations: tuple[tuple[Finding, ...], ...]) -> str:
     if not explanations:
         return "no known convention explains it"
-    words = [" and ".join(describe(f) for f in group) for group in explanations]
+    words = ["; ".join(describe(f) for f in group) for group in explanations]
     if len(words) == 1:
         return words[0]
-    return "one of: " + "; ".join(words)
+    return "one of: " + " ".join(f"({i}) {w}" for i, w in enumerate(words, 1))
 
 
 @dataclass(frozen=True)
@@ -138,8 +138,8 @@ class Report:
         if found:
             declare = ", ".join(f"{k!r}: {v!r}" for k, v in found.items())
             lines.append(
-                f"\nThe function follows conventions other than attnkit's; to hold it to "
-                f"them instead, pass conventions={{{declare}}}."
+                f"\nConventions found (other than attnkit's): pass conventions={{{declare}}} "
+                "to hold the function to them instead."
             )
         return "\n".join(lines)
 
