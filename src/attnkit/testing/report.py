@@ -54,9 +54,10 @@ def _explained(explanations: tuple[tuple[Finding, ...], ...]) -> str:
     return "one of: " + " ".join(f"({i}) {w}" for i, w in enumerate(words, 1))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Report:
-    """The outcome of a check: ``ok`` is False when any case differs."""
+    """The outcome of a check: ``ok`` is False when any case differs; ``str()`` is the
+    whole report, ``repr()`` its first lines."""
 
     function: str
     library: str
@@ -142,6 +143,9 @@ class Report:
                 "to hold the function to them instead."
             )
         return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return "<" + " ".join(str(self).splitlines()[:2]).replace("  ", " ") + ">"
 
     def raise_if_differs(self) -> None:
         """Raise :class:`AttentionCheckError` (an AssertionError) with this report unless
