@@ -36,12 +36,17 @@ _ARRAYS = ("attn_mask",)
 
 def jitted(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` called under ``jax.jit``: query, key, value and ``attn_mask`` traced, the
-    other keyword arguments static (as a user's jitted model calls it)."""
+    other keyword arguments static (as a user's jitted model calls it). One compiled
+    function per set of static arguments, so a call signature is compiled once."""
+    compiled: dict[tuple[tuple[str, Any], ...], Callable[..., Any]] = {}
 
     @functools.wraps(fn)
     def run(query: Any, key: Any, value: Any, **kwargs: Any) -> Any:
         arrays = {n: kwargs.pop(n) for n in _ARRAYS if kwargs.get(n) is not None}
-        return jax.jit(functools.partial(fn, **kwargs))(query, key, value, **arrays)
+        static = tuple(sorted(kwargs.items()))
+        if static not in compiled:
+            compiled[static] = jax.jit(functools.partial(fn, **kwargs))
+        return compiled[static](query, key, value, **arrays)
 
     return declare(run, **declared_options(fn))
 
