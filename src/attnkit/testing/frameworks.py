@@ -103,7 +103,8 @@ FRAMEWORKS: tuple[Framework, ...] = (
         dtypes=_ALL,
         conventions={"masked_key_nonfinite": "leaks", "masked_value_nonfinite": "leaks"},
         behaviours={
-            "`attn_mask` with `is_causal`": "combined (AND)",
+            "`attn_mask` with `is_causal`": "combined (AND) by the fused CPU kernel; "
+            "refused by the math fallback (e.g. Ev != E)",
             "float16 / bfloat16": "float32 accumulation on CPU",
             "value features Ev != E": "yes",
             "sliding window": "dense mask only",
