@@ -1,8 +1,9 @@
 """The conformance matrix: every case of ``cases.py`` on the backend chosen with --backend.
 
 Run one backend with ``pytest conformance --backend torch`` (nox runs all of them). Each
-test compares attnkit with the independent float64 oracle in ``oracle.py`` under the
-tolerance table of ``tolerances.py`` and prints measured against allowed error.
+test compares attnkit with the independent float64 oracle (``attnkit.testing.oracle``)
+under the tolerance table (``attnkit.testing.tolerances``) and prints measured against
+allowed error.
 """
 
 from __future__ import annotations

@@ -187,6 +187,17 @@ def test_another_library_and_device_are_named() -> None:
     assert any("returned an array on meta, inputs on cpu" in line for line in _first_lines(report))
 
 
+def test_a_device_that_cannot_be_used() -> None:
+    pytest.importorskip("torch")
+    with pytest.raises(ParameterError, match=r"device='nodevice:3' cannot hold torch arrays"):
+        check_attention(textbook, library="torch", device="nodevice:3")
+
+
+def test_nothing_checked_is_not_ok() -> None:
+    report = _quiet(textbook, cases=["window"], supports=set(), examples=0)
+    assert not report.ok and "Nothing was checked" in str(report)
+
+
 def test_not_a_function() -> None:
     report = _quiet(42)
     assert not report.ok and not report.results

@@ -30,8 +30,11 @@ framework differs from the exact answer where, by how much, and what attnkit giv
 there. `--json` prints all of it as one JSON document. The vectors ship with the package (`attnkit.app.golden`,
 stored once in `src/attnkit/app/golden/`: `python conformance/make_golden.py` writes them
 and `conformance/test_golden.py` checks them against what it computes) rather than being
-regenerated at run time: the oracle (`conformance/oracle.py`) is not installed, and
-stored vectors check an installation against exactly what the conformance suite checks.
+regenerated at run time: stored vectors check an installation against exactly what the
+conformance suite checks, whatever the installed NumPy computes. A framework's difference
+is named by `attnkit.testing`'s detectors (the convention behind it, in its reports'
+words) and said to be, or not to be, what its frameworks table gives that framework.
+`attnkit verify --against package.module:function` checks your own function instead.
 About 45 s on 2 cores (JAX compiles each shape); `--backend`, `--dtype` and
 `--no-frameworks` narrow it.
 

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from ..errors import ArgumentTypeError, ParameterError
 from . import arrays
 from .adapters import declared_options, signature_supports
@@ -83,6 +85,14 @@ def _library(library: Any, device: Any) -> str:
         )
     if library == "numpy" and device not in (None, "cpu"):
         raise ParameterError(f"NumPy arrays live on the CPU: device={device!r} cannot be used.")
+    if device is not None and library != "numpy":
+        try:
+            arrays.from_float64(np.zeros(1), library, "float32", device)
+        except Exception as exc:  # the library's own words for what is wrong
+            raise ParameterError(
+                f"device={device!r} cannot hold {library} arrays here ({type(exc).__name__}: "
+                f"{str(exc).strip()[:160]}); pass one of this machine's devices, or None."
+            ) from exc
     return library
 
 

@@ -132,6 +132,8 @@ class Report:
                     f", +{len(cases) - 5} more" if len(cases) > 5 else ""
                 )
                 lines.append(f"  {len(cases)}: {reason} ({names})")
+        if not self.passed and not self.differing and self.results:
+            lines.append("\nNothing was checked: every case was skipped (the reasons above).")
         if self.notes:
             lines.append("")
             lines += [f"{note}" for note in self.notes]
