@@ -87,6 +87,7 @@ def test_the_jax_convention_for_empty_rows_is_named() -> None:
     }
     differing = {r.case for r in report.differing}
     assert "mask_bool_empty_rows" in differing and "basic" not in differing
+    assert report.found()["empty_rows=mean"] == ["mask_bool_empty_rows"]  # what shows it
     # held to the conventions it follows, the same function passes
     held = _quiet(jax_like, supports=SUPPORTS, examples=10, conventions=report.conventions())
     assert held.ok, str(held)
