@@ -235,7 +235,7 @@ def check_attention(
             "'jax'), or pass gradients=False."
         )
     count, fuzz_note = _examples(examples if examples is not None else options.get("examples"))
-    target = Target(fn, _name(fn), library, names, chosen, device, declared)
+    target = Target(fn, _name(fn), library, names, chosen, device)
     results: list[CaseResult] = []
     for case in _cases(cases):
         for dtype in dtypes_ if case.dtypes == "all" else dtypes_[:1]:

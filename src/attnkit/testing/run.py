@@ -10,7 +10,7 @@ call cannot be expressed in it (the case is skipped with that reason).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,6 @@ class Target:
     supports: frozenset[str]
     conventions: dict[str, str]
     device: Any = None
-    declared: dict[str, str] = field(default_factory=dict)  # as the caller gave them
 
 
 def _first_line(exc: BaseException) -> str:
@@ -133,17 +132,25 @@ def _forward(t: Target, case: Case, dtype: str) -> CaseResult:
             return CaseResult(
                 case.name, dtype, "differs", (f"raised {_first_line(exc)}",), call=case.describe()
             )
-        lines = check_result(result, qkv[0], e.out.shape, dtype)
-        if lines:
-            return CaseResult(case.name, dtype, "differs", tuple(lines), call=case.describe())
-        actual = arrays.to_float64(result)
+        try:
+            lines = check_result(result, qkv[0], e.out.shape, dtype)
+            if lines:
+                return CaseResult(case.name, dtype, "differs", tuple(lines), call=case.describe())
+            actual = arrays.to_float64(result)
+        except Exception as exc:  # an object that looks like an array but is not one
+            line = f"returned {arrays.describe(result)}, which cannot be read: {_first_line(exc)}"
+            return CaseResult(case.name, dtype, "differs", (line,), call=case.describe())
         for name, x, old in zip(("query", "key", "value"), qkv, before, strict=True):
             if not np.array_equal(arrays.to_float64(x), old, equal_nan=True):
                 lines.append(f"wrote into its input {name}")
         cmp = compare(actual, e.out, e.allowed, e.nan_ok)
         if not cmp.ok:
             lines.insert(0, cmp.words())
-            found = explain(p, actual, t.conventions)
+            try:
+                found = explain(p, actual, t.conventions)
+            except Exception as exc:  # a fault of the detectors must not hide the finding
+                found = ()
+                lines.append(f"(no convention named: the detectors failed, {_first_line(exc)})")
             return CaseResult(
                 case.name,
                 dtype,
