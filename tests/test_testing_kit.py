@@ -258,6 +258,8 @@ def test_declare_gives_the_defaults() -> None:
     assert all("attn_mask" in r.call or r.status != "passed" or "mask" not in r.case
                for r in report.results)  # fmt: skip
     assert textbook.__name__ == declared.__name__
+    with pytest.raises(ParameterError, match="declare got support, not options"):
+        declare(textbook, support={"attn_mask"})
 
 
 # --- assert_attention_close -----------------------------------------------------------

@@ -45,6 +45,17 @@ __all__ = [
 ]
 
 ATTRIBUTE = "__attnkit_check__"
+#: What :func:`declare` may attach: check_attention's keyword arguments.
+OPTIONS = (
+    "supports",
+    "conventions",
+    "examples",
+    "dtypes",
+    "gradients",
+    "library",
+    "device",
+    "cases",
+)
 
 
 def declare(fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
@@ -52,6 +63,14 @@ def declare(fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
     (``supports``, ``library``, ``dtypes``, ``gradients``, ``conventions``, ...): the
     check, the pytest plugin and ``attnkit verify --against`` use them as defaults.
     Returns a wrapper; ``fn`` itself is not changed."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise ParameterError(
+            f"declare got {', '.join(unknown)}, not options of check_attention; they are "
+            f"{', '.join(OPTIONS)}."
+        )
+    if not callable(fn):
+        raise ParameterError(f"declare needs a function, got {type(fn).__name__} {fn!r}.")
 
     @functools.wraps(fn)
     def declared(*args: Any, **kwargs: Any) -> Any:
