@@ -26,8 +26,18 @@ from attnkit.testing import (
 from attnkit.testing import oracle as ref
 
 
-def textbook(query, key, value, attn_mask=None, is_causal=False, scale=None, window=None,
-             *, masked=-np.inf, left_short=0):  # fmt: skip
+def textbook(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    is_causal=False,
+    scale=None,
+    window=None,
+    *,
+    masked=-np.inf,
+    left_short=0,
+):
     """softmax(q k^T * scale + mask) v from the textbook: True = may attend, -inf additive,
     causal top-left, window (left, right) inclusive. ``masked=-1e30`` (JAX's large negative
     number) and ``left_short=1`` plant the two deliberate differences."""
@@ -183,8 +193,12 @@ def test_another_library_and_device_are_named() -> None:
         lambda q, k, v: textbook(q.numpy(), k.numpy(), v.numpy()), library="torch", examples=0
     )
     assert any("for torch inputs" in line for line in _first_lines(report)), report
-    report = _quiet(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(
-        q, k, v).to("meta"), library="torch", examples=0, cases=["basic"])  # fmt: skip
+    report = _quiet(
+        lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v).to("meta"),
+        library="torch",
+        examples=0,
+        cases=["basic"],
+    )
     assert any("returned an array on meta, inputs on cpu" in line for line in _first_lines(report))
 
 
@@ -255,8 +269,9 @@ def test_declare_gives_the_defaults() -> None:
     declared = declare(textbook, supports={"attn_mask"}, dtypes=("float32",), examples=0)
     report = _quiet(declared)
     assert report.ok and {r.dtype for r in report.results} == {"float32"}
-    assert all("attn_mask" in r.call or r.status != "passed" or "mask" not in r.case
-               for r in report.results)  # fmt: skip
+    assert "mask_bool" in {r.case for r in report.passed}  # attn_mask: declared
+    causal = next(r for r in report.skipped if r.case == "causal_square")
+    assert causal.lines == ("needs is_causal, which the function does not support",)
     assert textbook.__name__ == declared.__name__
     with pytest.raises(ParameterError, match="declare got support, not options"):
         declare(textbook, support={"attn_mask"})
@@ -277,17 +292,26 @@ def test_assert_attention_close_passes_and_checks_weights_lse_and_gradients() ->
     dout = np.random.default_rng(2).standard_normal(gold.out.shape)
     grads = ref.attention_grad(q, k, v, dout, attn_mask=mask, is_causal=True)
     assert_attention_close(
-        gold.out, q, k, v, attn_mask=mask, is_causal=True, weights=gold.weights,
-        lse=gold.lse, grads=grads, grad_out=dout,
-    )  # fmt: skip
+        gold.out,
+        q,
+        k,
+        v,
+        attn_mask=mask,
+        is_causal=True,
+        weights=gold.weights,
+        lse=gold.lse,
+        grads=grads,
+        grad_out=dout,
+    )
     with pytest.raises(AttentionMismatch, match=r"dkey: max error 1\.00e-06 > allowed"):
         bad = (grads[0], grads[1] + 1e-6, grads[2])
         assert_attention_close(
             gold.out, q, k, v, attn_mask=mask, is_causal=True, grads=bad, grad_out=dout
         )
     with pytest.raises(AttentionMismatch, match="weights: max error"):
-        assert_attention_close(gold.out, q, k, v, attn_mask=mask, is_causal=True,
-                               weights=gold.weights * 1.01)  # fmt: skip
+        assert_attention_close(
+            gold.out, q, k, v, attn_mask=mask, is_causal=True, weights=gold.weights * 1.01
+        )
 
 
 def test_assert_attention_close_names_rows_errors_and_the_convention() -> None:

@@ -107,9 +107,14 @@ def test_hf_sliding_window_round_trip_and_transformers_masks(W: int) -> None:
     overlay = masking.sliding_window_overlay(W)
     L = 8
     hf = np.array(
-        [[bool(masking.causal_mask_function(0, 0, i, j) and overlay(0, 0, i, j)) for j in range(L)]
-         for i in range(L)]
-    )  # fmt: skip
+        [
+            [
+                bool(masking.causal_mask_function(0, 0, i, j) and overlay(0, 0, i, j))
+                for j in range(L)
+            ]
+            for i in range(L)
+        ]
+    )
     ours = ref.allowed_mask(L, L, window=window)
     assert np.array_equal(hf, ours)
     assert np.array_equal(hf, ref.allowed_mask(L, L, is_causal=True, window=window))
@@ -151,8 +156,10 @@ def test_mask_mod_round_trip(flex: Any, call: dict[str, Any], L: int, S: int) ->
     want = ref.allowed_mask(L, S, **call)
     assert np.array_equal(np.asarray(dense.materialize(np, L, S))[0, 0], want)
     again = flex.to_mask_mod(dense, L=L, S=S, B=1, H=1)
-    assert np.array_equal(np.asarray(flex.from_mask_mod(again, 1, 1, L, S).materialize(np, L, S)),
-                          np.asarray(dense.materialize(np, L, S)))  # fmt: skip
+    assert np.array_equal(
+        np.asarray(flex.from_mask_mod(again, 1, 1, L, S).materialize(np, L, S)),
+        np.asarray(dense.materialize(np, L, S)),
+    )
 
 
 def test_block_mask_round_trip_and_flex_attention(flex: Any) -> None:
@@ -178,8 +185,11 @@ def test_block_mask_round_trip_and_flex_attention(flex: Any) -> None:
     torch.testing.assert_close(out, want, atol=1e-12, rtol=0)
     # an attnkit structured mask goes the same way
     m = masks.sliding_window((2, 0)) & masks.key_padding([9, 5])
-    dense = np.asarray(flex.from_mask_mod(flex.to_mask_mod(m, L=L, S=S, B=B, H=H), B, H, L, S)
-                       .materialize(np, L, S))  # fmt: skip
+    dense = np.asarray(
+        flex.from_mask_mod(flex.to_mask_mod(m, L=L, S=S, B=B, H=H), B, H, L, S).materialize(
+            np, L, S
+        )
+    )
     assert np.array_equal(dense, np.broadcast_to(np.asarray(m.materialize(np, L, S)), dense.shape))
 
 
@@ -223,15 +233,21 @@ def test_time_first_adapter_layout() -> None:
         swap = (0, 2, 1, 3)
         window = None if local_window_size is None else tuple(local_window_size)
         attn_mask = mask if mask is not None else bias
-        out = ak.scaled_dot_product_attention(*(x.transpose(swap) for x in (q, k, v)),
-                                              attn_mask=attn_mask, window=window,
-                                              is_causal=is_causal)  # fmt: skip
+        out = ak.scaled_dot_product_attention(
+            *(x.transpose(swap) for x in (q, k, v)),
+            attn_mask=attn_mask,
+            window=window,
+            is_causal=is_causal,
+        )
         return out.transpose(swap)
 
     adapted = adapters.time_first(btnh)
     assert adapters.declared_options(adapted)["supports"] == {
-        "attn_mask", "window", "is_causal", "enable_gqa"
-    }  # fmt: skip
+        "attn_mask",
+        "window",
+        "is_causal",
+        "enable_gqa",
+    }
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((2, 3, n, 4)) for n in (5, 7, 7))
     for kw in ({"window": (1, 2)}, {"attn_mask": rng.random((5, 7)) < 0.8}, {}):
