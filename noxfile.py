@@ -45,14 +45,20 @@ over shapes with sizes 1, 7, 97, 1025, L != S, zero lengths, leading ranks 0 to 
 mask broadcast form, both alignments, offsets, windows, fully masked rows, logits near
 1e4, GQA, float16/bfloat16, non-contiguous and stride-0 inputs, merged pieces, dropout,
 poisoned padding; `test_structured.py`: 21 more for every mask kind and score
-modifier), an independent float64 NumPy oracle (`oracle.py`, itself checked
-against a brute-force loop), golden vectors (stored once, as the package data
+modifier), an independent float64 NumPy oracle (`attnkit.testing.oracle`, public and
+installed with the package, itself checked against a brute-force loop by
+`test_oracle.py`), golden vectors (stored once, as the package data
 `src/attnkit/app/golden/*.npz` that `attnkit verify` reads, rewritten by
 `python conformance/make_golden.py`) and one runner taking the backend as a parameter:
 `pytest conformance --backend {numpy,torch,jax,strict} [--readonly] [--jit]`.
-Tolerances live in one table (`tolerances.py`): float32/float64 use a fixed multiple of
-epsilon scaled by the score magnitude; float16/bfloat16 allow twice the error of the same
-formula evaluated in that precision. Every failure prints the measured and allowed error.
+Tolerances live in one table (`attnkit.testing.tolerances`): float32/float64 use a fixed
+multiple of epsilon scaled by the score magnitude; float16/bfloat16 allow twice the error
+of the same formula evaluated in that precision. Every failure prints the measured and
+allowed error. `test_kit.py` runs attnkit through its own public testing kit
+(`attnkit.testing.check_attention`: its cases, its fuzzer, gradients on PyTorch and JAX)
+on each backend, and checks that torch SDPA, `nn.MultiheadAttention`, FlexAttention,
+`jax.nn` and Keras follow exactly the conventions the kit's frameworks table gives them
+(which the README's comparison table is made from).
 
 **The differential fuzzer** (`conformance/test_fuzz.py`, with `fuzz_strategies.py` and
 `fuzz_oracle.py`) is part of every conformance session. Hypothesis draws whole calls:

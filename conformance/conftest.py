@@ -39,8 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 #: Tests that run the same JAX computations with or without ``--jit``: the gradient tests
-#: (the harness takes gradients with ``jax.jit(jax.grad(...))``) and the jax.nn drop-in
-#: fuzzer (its calls are eager either way). An eager ``--sample`` run leaves them to the
+#: (the harness takes gradients with ``jax.jit(jax.grad(...))``), the jax.nn drop-in
+#: fuzzer (its calls are eager either way) and the frameworks through attnkit's testing
+#: kit (jitted either way). An eager ``--sample`` run leaves them to the
 #: ``--jit`` run, which runs the same programs.
 JAX_SAME_EITHER_WAY = (
     "test_gradients",
@@ -49,6 +50,7 @@ JAX_SAME_EITHER_WAY = (
     "test_fuzz_gradients",
     "test_gradcheck",
     "test_fuzz_jax_nn_drop_in",
+    "test_framework_follows_the_table",
 )
 
 

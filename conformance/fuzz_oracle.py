@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import oracle as ref
 
 from attnkit import masks as ak_masks
 from attnkit import score_mods as ak_score_mods
+from attnkit.testing import oracle as ref
 
 __all__ = [
     "ArrayMask",

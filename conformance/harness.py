@@ -13,11 +13,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import oracle as ref
 from cases import Case, MaskSpec
 
 import attnkit as ak
 from attnkit import masks as ak_masks
+from attnkit.testing import oracle as ref
 
 __all__ = ["Backend", "Inputs", "draw_inputs", "make_backend"]
 

@@ -22,9 +22,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import oracle as ref
 from cases import CASES
 from harness import draw_inputs, full_inputs
+
+from attnkit.testing import oracle as ref
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN_DIR = os.path.join(_REPO, "src", "attnkit", "app", "golden")

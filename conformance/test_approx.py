@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import pytest
 from harness import Backend
-from tolerances import EPS, assert_close
 
 from attnkit import approx
+from attnkit.testing.tolerances import EPS, assert_close
 
 B, H, E, EV = 2, 2, 5, 4
 _rng = np.random.default_rng(2024)

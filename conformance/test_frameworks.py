@@ -13,14 +13,14 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import oracle as ref
 import pytest
 from cases import CASES, Case
 from harness import Backend, draw_inputs, full_inputs, to_backend
 from test_matrix import _score_max
-from tolerances import assert_close, exact_allowed
 
 import attnkit as ak
+from attnkit.testing import oracle as ref
+from attnkit.testing.tolerances import assert_close, exact_allowed
 
 
 def _framework_cases() -> list[Any]:

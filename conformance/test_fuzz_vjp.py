@@ -54,10 +54,10 @@ from test_fuzz import (
     _unchanged,
     poison_unused_rows,
 )
-from tolerances import assert_close, exact_allowed
 
 import attnkit as ak
 from attnkit import masks as ak_masks
+from attnkit.testing.tolerances import assert_close, exact_allowed
 
 #: Examples per backend, as a share of the profile's max_examples (ci: 2000), so that the
 #: ci profile costs about 20-40 s per backend on a 2-core machine (the explicit examples

@@ -16,9 +16,9 @@ import pytest
 from cases import CASES, by_name
 from harness import Backend
 from make_golden import GOLDEN_DIR, golden_arrays
-from tolerances import assert_close, exact_allowed
 
 import attnkit as ak
+from attnkit.testing.tolerances import assert_close, exact_allowed
 
 FILES = sorted(glob.glob(os.path.join(GOLDEN_DIR, "*.npz")))
 

@@ -1,8 +1,9 @@
 """The conformance matrix: every case of ``cases.py`` on the backend chosen with --backend.
 
 Run one backend with ``pytest conformance --backend torch`` (nox runs all of them). Each
-test compares attnkit with the independent float64 oracle in ``oracle.py`` under the
-tolerance table of ``tolerances.py`` and prints measured against allowed error.
+test compares attnkit with the independent float64 oracle (``attnkit.testing.oracle``)
+under the tolerance table (``attnkit.testing.tolerances``) and prints measured against
+allowed error.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ import math
 from typing import Any
 
 import numpy as np
-import oracle as ref
 import pytest
 from cases import CASES, Case
 from harness import LOW_PRECISION, Backend, draw_inputs, full_inputs, to_backend
-from tolerances import RHO_OUT, assert_close, exact_allowed, lowp_allowed
 
 import attnkit as ak
+from attnkit.testing import oracle as ref
+from attnkit.testing.tolerances import RHO_OUT, assert_close, exact_allowed, lowp_allowed
 
 #: The executors under test: the default, the generic blocked path with block sizes
 #: that do not divide the lengths (several uneven blocks), and the plain formula.

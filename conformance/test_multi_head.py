@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import oracle as ref
 import pytest
 from harness import Backend
-from tolerances import assert_close
 
 import attnkit as ak
+from attnkit.testing import oracle as ref
+from attnkit.testing.tolerances import assert_close
 
 RTOL = {"float64": 1e-10, "float32": 1e-5}
 

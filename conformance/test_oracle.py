@@ -1,4 +1,4 @@
-"""Validate the float64 oracle in ``oracle.py`` against brute force.
+"""Validate the float64 oracle, :mod:`attnkit.testing.oracle`, against brute force.
 
 The brute-force oracle below loops over every (batch, head, i, j) in plain
 Python with ``math.exp``, on tiny random shapes with fixed seeds. Gradients
@@ -13,24 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-try:
-    from conformance.oracle import (
-        allowed_mask,
-        attention,
-        attention_grad,
-        attention_lowp,
-        merge,
-        round_to,
-    )
-except ImportError:  # conformance/ is not importable as a package from here
-    from oracle import (  # type: ignore[no-redef]
-        allowed_mask,
-        attention,
-        attention_grad,
-        attention_lowp,
-        merge,
-        round_to,
-    )
+from attnkit.testing.oracle import (
+    allowed_mask,
+    attention,
+    attention_grad,
+    attention_lowp,
+    merge,
+    round_to,
+)
 
 RTOL, ATOL = 1e-12, 1e-14
 

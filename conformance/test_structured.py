@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import oracle as ref
 import pytest
 from harness import Backend
-from tolerances import assert_close, exact_allowed
 
 import attnkit as ak
 from attnkit import masks, score_mods
+from attnkit.testing import oracle as ref
+from attnkit.testing.tolerances import assert_close, exact_allowed
 
 B, H, L, S, E = 2, 3, 23, 29, 8
 BLOCK = 5  # generic executor's query block: 23 and 29 are not multiples of it

@@ -751,7 +751,7 @@ def test_documents_given_a_traced_array_names_segments() -> None:
     message = str(info.value)
     for fact in ("masks.documents", "traced array", "(2,)", "masks.segments"):
         assert fact in message, f"{fact!r} missing from: {message}"
-    with pytest.raises(ParameterError, match="masks.segments"):
+    with pytest.raises(ParameterError, match=r"masks\.segments"):
         masks.documents(jnp.asarray([0, 0, 1, 1]))
     assert repr(masks.documents(jnp.asarray([4, 4]))) == "masks.documents([4, 4])"
 

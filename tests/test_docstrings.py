@@ -29,6 +29,7 @@ MODULES: dict[str, tuple[str | None, int]] = {
     "attnkit.approx": (None, 1),
     "attnkit.rollout": (None, 7),
     "attnkit.viz": ("matplotlib", 1),
+    "attnkit.testing": (None, 1),
     "attnkit.backends.torch.nn": ("torch", 1),
     "attnkit.backends.jax.nn": ("jax", 1),
     "attnkit.backends.jax.flax": ("flax", 1),

@@ -7,7 +7,10 @@ math's public modules (no ``attnkit._private``), never the application and never
 backend. The application (``attnkit.app`` and ``attnkit.viz``) imports the math and the
 backends, NumPy and the optional display libraries, but never torch or jax itself, except
 in its one package per framework (``attnkit.app.<name>``), which imports its own
-framework and no other (nor another framework's package). This is checked statically
+framework and no other (nor another framework's package). The testing kit
+(``attnkit.testing``, on the application's layer) imports a framework only in its
+modules named for it (``*_torch.py``, ``*_jax.py``, ``*_strict.py``), and ``import
+attnkit.testing`` loads none (nor NumPy). This is checked statically
 (every import statement at any nesting level, plus ``importlib.import_module``/
 ``__import__`` with a literal name) and dynamically (``import attnkit`` in a fresh
 interpreter loads no framework).
@@ -29,7 +32,7 @@ from attnkit import backends
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "attnkit"
 BACKENDS = REPO / "backends"
-APP_PACKAGES = ("app", "viz")  # src/attnkit/<these>: the application
+APP_PACKAGES = ("app", "viz", "testing")  # src/attnkit/<these>: the application's layer
 #: src/attnkit/app/<name>: the application's framework packages, and what each may import.
 APP_FRAMEWORK_PACKAGES = {
     "numpy": ("numpy",),
@@ -42,6 +45,14 @@ FRAMEWORKS = ("torch", "jax", "jaxlib", "array_api_strict", "scipy")
 #: What the application may import besides the standard library and attnkit.
 #: selenium drives Chromium for ``attnkit bench --viz`` (the page's timing), not arrays.
 APP_THIRD_PARTY = ("array_api_compat", "numpy", "rich", "matplotlib", "selenium")
+#: attnkit.testing's modules per framework (by the end of their name), what each may
+#: import beyond the application's; and the kit's optional tools (its fuzzer, its plugin).
+TESTING_FRAMEWORK_MODULES = {
+    "_torch": ("torch",),
+    "_jax": ("jax", "jaxlib", "keras"),
+    "_strict": ("array_api_strict",),
+}
+TESTING_THIRD_PARTY = ("hypothesis", "pytest")
 
 
 def imports_of(tree: ast.AST) -> list[tuple[int, str]]:
@@ -164,12 +175,21 @@ def _framework_package(path: Path) -> str | None:
     return rel[1] if len(rel) > 2 and rel[0] == "app" and rel[1] in APP_FRAMEWORK_PACKAGES else None
 
 
+def _allowed_imports(path: Path) -> tuple[str, ...]:
+    """What an application module may import beyond the standard library and attnkit."""
+    own = _framework_package(path)
+    allowed = (*APP_THIRD_PARTY, *APP_FRAMEWORK_PACKAGES.get(own, ()))
+    if path.relative_to(SRC).parts[0] == "testing":
+        suffix = "_" + path.stem.rsplit("_", 1)[-1]
+        allowed = (*allowed, *TESTING_THIRD_PARTY, *TESTING_FRAMEWORK_MODULES.get(suffix, ()))
+    return allowed
+
+
 def test_app_imports_no_framework() -> None:
     bad = []
     for path in app_files():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        own = _framework_package(path)
-        allowed = (*APP_THIRD_PARTY, *APP_FRAMEWORK_PACKAGES.get(own, ()))
+        allowed = _allowed_imports(path)
         for line, module in imports_of(tree):
             top = module.split(".")[0]
             if module == "." or top in sys.stdlib_module_names or top in ALLOWED_THIRD_PARTY:
@@ -295,6 +315,18 @@ def test_backend_adapters_import_no_framework() -> None:
         "attnkit.backends.jax, attnkit.backends.strict"
     )
     assert not [m for m in (*FRAMEWORKS, "numpy") if m in loaded], loaded
+
+
+def test_testing_kit_loads_nothing_until_used() -> None:
+    """``import attnkit.testing`` (what the pytest plugin costs every pytest run) loads no
+    framework and no NumPy; its public names load NumPy and still no framework."""
+    loaded = loaded_after("import attnkit.testing, attnkit.testing.pytest_plugin")
+    assert not [m for m in (*FRAMEWORKS, "numpy", "hypothesis") if m in loaded], loaded
+    loaded = loaded_after(
+        "from attnkit.testing import check_attention, assert_attention_close\n"
+        "from attnkit.testing import frameworks, translate, adapters"
+    )
+    assert "numpy" in loaded and not [m for m in FRAMEWORKS if m in loaded], loaded
 
 
 def test_command_line_and_viz_load_no_framework() -> None:

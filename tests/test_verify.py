@@ -3,7 +3,9 @@
 verify must pass on the installed backends, fail (exit 1) when a result is off, and find
 the frameworks' known differences: ``jax.nn`` (and Keras on JAX) gives rows with nothing
 to attend the mean of the values and computes float64 at float32's accuracy;
-``torch.nn.MultiheadAttention`` gives those rows NaN; SDPA and FlexAttention agree.
+``torch.nn.MultiheadAttention`` gives those rows NaN; SDPA and FlexAttention agree. Each
+difference is named by attnkit.testing's detectors, in its words, and is what its
+frameworks table says of that framework. ``--against`` checks someone's function.
 (That the shipped vectors equal what ``conformance/make_golden.py``
 computes is checked by ``conformance/test_golden.py``.)
 """
@@ -53,7 +55,11 @@ def test_verify_numpy_and_torch(capsys: pytest.CaptureFixture[str]) -> None:
         assert row[-1] == "ok" and ratio <= 1.0, row
         assert error < {"float64": 1e-14, "float32": 1e-6}.get(row[1], 0.05), row
     assert "torch SDPA" in out and "jax.nn" not in out
-    assert "torch MultiheadAttention in float64: rows with no key to attend give NaN" in out
+    assert (
+        "torch MultiheadAttention in float64: rows with no allowed key give NaN: the "
+        "convention of torch.nn.MultiheadAttention" in out
+    )
+    assert "as attnkit.testing's frameworks table says" in out and "NOT what" not in out
 
 
 def test_verify_strict_one_dtype(capsys: pytest.CaptureFixture[str]) -> None:
@@ -130,6 +136,10 @@ def test_json_report(capsys: pytest.CaptureFixture[str]) -> None:
     assert report["passed"] and {a["backend"] for a in report["attnkit"]} == {"numpy", "torch"}
     kinds = {(f["framework"], f["kind"]) for f in report["findings"]}
     assert ("torch MultiheadAttention", "empty rows") in kinds
+    for finding in report["findings"]:  # the kit's words, and what its table says
+        assert finding["declared"] and finding["conventions"], finding
+    mha = [f for f in report["findings"] if f["framework"] == "torch MultiheadAttention"]
+    assert mha[0]["conventions"] == ["empty_rows=nan"]
     assert all(r["dtype"] == "float64" for r in report["frameworks"])
 
 
@@ -151,3 +161,33 @@ def test_error_measure() -> None:
     assert verify._error(gold + 1e-3 * np.isfinite(gold), gold) == pytest.approx(1e-3)
     assert verify._error(np.array([[0.5, 0.0], [1.0, 2.0]]), gold) == float("inf")
     assert np.isnan(verify._error(np.full((2, 2), np.nan), gold))
+
+
+def test_verify_against_a_function(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """``attnkit verify --against package.module:function`` prints the kit's report; exit
+    status 0 when it agrees, 1 when it differs, 2 for a name that does not resolve."""
+    (tmp_path / "kernels_under_check.py").write_text(
+        "import numpy as np\n"
+        "def attention(query, key, value, attn_mask=None):\n"
+        "    s = query @ np.swapaxes(key, -1, -2) * query.shape[-1] ** -0.5\n"
+        "    if attn_mask is not None:\n"
+        "        s = np.where(attn_mask, s, -1e30)  # rows with no key: the mean\n"
+        "    w = np.exp(s - s.max(-1, keepdims=True, initial=-np.inf))\n"
+        "    return (w / w.sum(-1, keepdims=True)) @ value\n"
+        "def plain(query, key, value):\n"
+        "    s = query @ np.swapaxes(key, -1, -2) * query.shape[-1] ** -0.5\n"
+        "    w = np.exp(s - s.max(-1, keepdims=True, initial=-np.inf))\n"
+        "    return (w / np.maximum(w.sum(-1, keepdims=True), 1e-300)) @ value\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = ["verify", "--against", "kernels_under_check:attention", "--examples", "0"]
+    assert main([*args, "--supports", "attn_mask"]) == 1
+    out = capsys.readouterr().out
+    assert "attnkit.testing.check_attention: kernels_under_check.attention (numpy): DIFFERS" in out
+    assert "rows with no allowed key give the mean of the values" in out
+    assert main(["verify", "--against", "kernels_under_check:plain", "--dtypes", "float32"]) == 0
+    assert ": ok" in capsys.readouterr().out
+    assert main(["verify", "--against", "kernels_under_check:missing"]) == 2
+    assert "has no attribute 'missing'" in capsys.readouterr().err

@@ -9,6 +9,8 @@ where each differs from the exact answer, by how much, and what attnkit gives th
 exceeds a tolerance anywhere. The work is in :mod:`attnkit.app.verify` (attnkit on every
 backend), :mod:`attnkit.app.verify_frameworks` (the frameworks, called through their
 backends' ``peers`` modules) and :mod:`attnkit.app.verify_findings` (the words).
+``--against package.module:function`` checks that function instead, printing the report
+of :func:`attnkit.testing.check_attention` (:mod:`attnkit.app.verify_against`).
 """
 
 from __future__ import annotations
@@ -66,10 +68,37 @@ def add_parser(commands: Any) -> None:
         help="print everything as one JSON document (no tables, no progress bar)",
     )
     verify.add_argument("--plain", action="store_true", help="plain progress lines, no rich bar")
+    against = verify.add_argument_group(
+        "checking your own attention function (attnkit.testing.check_attention)"
+    )
+    against.add_argument(
+        "--against",
+        action="append",
+        metavar="MODULE:FUNCTION",
+        help="check this function fn(query, key, value, **kwargs) against the float64 "
+        "oracle instead of attnkit, and print the report (repeatable); exit status 1 if "
+        "it differs",
+    )
+    against.add_argument(
+        "--library",
+        choices=("numpy", "torch", "jax", "array_api_strict"),
+        help="the arrays it takes (default: its declaration, else numpy)",
+    )
+    against.add_argument(
+        "--supports",
+        metavar="NAMES",
+        help="keyword arguments it takes, comma-separated (default: what its signature names)",
+    )
+    against.add_argument("--dtypes", metavar="NAMES", help="dtypes to check, comma-separated")
+    against.add_argument("--examples", type=int, metavar="N", help="fuzzer calls (default 20)")
     verify.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.against:
+        from . import verify_against
+
+        return verify_against.run(args)
     from . import verify as work  # NumPy: imported when verify runs, not for --help
     from . import verify_findings as words
     from . import verify_frameworks as others

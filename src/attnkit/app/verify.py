@@ -30,8 +30,11 @@ framework differs from the exact answer where, by how much, and what attnkit giv
 there. `--json` prints all of it as one JSON document. The vectors ship with the package (`attnkit.app.golden`,
 stored once in `src/attnkit/app/golden/`: `python conformance/make_golden.py` writes them
 and `conformance/test_golden.py` checks them against what it computes) rather than being
-regenerated at run time: the oracle (`conformance/oracle.py`) is not installed, and
-stored vectors check an installation against exactly what the conformance suite checks.
+regenerated at run time: stored vectors check an installation against exactly what the
+conformance suite checks, whatever the installed NumPy computes. A framework's difference
+is named by `attnkit.testing`'s detectors (the convention behind it, in its reports'
+words) and said to be, or not to be, what its frameworks table gives that framework.
+`attnkit verify --against package.module:function` checks your own function instead.
 About 45 s on 2 cores (JAX compiles each shape); `--backend`, `--dtype` and
 `--no-frameworks` narrow it.
 
@@ -55,33 +58,49 @@ About 45 s on 2 cores (JAX compiles each shape); `--backend`, `--dtype` and
     strict   float64   14       8.88e-16   0.007      mask_additive_LS out      ok
     strict   float32   14       3.66e-07   0.006      seed_3d_batch4_len10 out  ok
 
-    The frameworks' own attention on the same vectors, against the oracle (torch SDPA in float64, jax.nn in float32):
+    The frameworks' own attention on the same vectors, against the oracle (agree: within twice attnkit's tolerance for the dtype):
 
-    framework   vectors  agree  max error where they agree
-    ----------  -------  -----  --------------------------
-    torch SDPA  14       14     1.11e-15
-    jax.nn      14       12     5.77e-07
+    framework                 dtype     vectors     agree  max error where agreeing  result
+    ------------------------  --------  ----------  -----  ------------------------  ---------
+    torch SDPA                float64   14          14     1.1e-15                   agrees
+    torch SDPA                float32   14          14     5.9e-07                   agrees
+    torch SDPA                float16   14          14     1.1e-03                   agrees
+    torch SDPA                bfloat16  14          14     1.9e-02                   agrees
+    torch MultiheadAttention  float64   13 (1 n/a)  11     8.9e-16                   2 differ
+    torch MultiheadAttention  float32   13 (1 n/a)  11     4.2e-07                   2 differ
+    torch MultiheadAttention  bfloat16  13 (1 n/a)  11     1.2e-02                   2 differ
+    FlexAttention (eager)     float64   13 (1 n/a)  13     8.9e-16                   agrees
+    FlexAttention (eager)     float32   13 (1 n/a)  13     4.2e-07                   agrees
+    jax.nn                    float64   14          2      0.0e+00                   12 differ
+    jax.nn                    float32   14          12     5.8e-07                   2 differ
+    jax.nn                    float16   14          12     1.7e-03                   2 differ
+    jax.nn                    bfloat16  14          12     1.9e-02                   2 differ
+    keras.ops                 float64   14          1      0.0e+00                   13 differ
+    keras.ops                 float32   14          12     5.8e-07                   2 differ
+    keras.ops                 bfloat16  14          12     1.9e-02                   2 differ
 
-    Where they differ:
-      jax.nn  causal_L_gt_S_bottom_right: 10 rows with no key to attend: it gives the mean of the values (uniform weights), the oracle 0
-      jax.nn  mask_bool_empty_rows: 12 rows with no key to attend: it gives the mean of the values (uniform weights), the oracle 0
+    Findings (where a framework differs from the exact answer):
+      torch MultiheadAttention in float64: rows with no allowed key give NaN: the convention of torch.nn.MultiheadAttention, on 2 vector(s) (causal_L_gt_S_bottom_right, mask_bool_empty_rows) (as attnkit.testing's frameworks table says). attnkit: 0 on those rows, the oracle's answer (max error 8.9e-16 on torch float64).
+      torch MultiheadAttention in float32: rows with no allowed key give NaN: the convention of torch.nn.MultiheadAttention, on 2 vector(s) (causal_L_gt_S_bottom_right, mask_bool_empty_rows) (as attnkit.testing's frameworks table says). attnkit: 0 on those rows, the oracle's answer (max error 3.9e-07 on torch float32).
+      torch MultiheadAttention in bfloat16: rows with no allowed key give NaN: the convention of torch.nn.MultiheadAttention, on 2 vector(s) (causal_L_gt_S_bottom_right, mask_bool_empty_rows) (as attnkit.testing's frameworks table says). attnkit: 0 on those rows, the oracle's answer (max error 1.9e-02 on torch bfloat16).
+      jax.nn in float64: float64 inputs are computed at float32 precision: the convention of jax.nn.dot_product_attention and keras.ops.dot_product_attention, up to 1.9e-07, on 10 vector(s) (basic_4d, causal_L_lt_S_bottom_right, causal_square, gqa_4_over_2, +6 more) (as attnkit.testing's frameworks table says). attnkit: max error 8.9e-16 on jax float64.
+      jax.nn in float64: rows with no allowed key give the mean of the values (uniform weights): the convention of jax.nn.dot_product_attention and keras.ops.dot_product_attention; float64 inputs are computed at float32 precision: the convention of jax.nn.dot_product_attention and keras.ops.dot_product_attention, up to 1.2e+00, on 2 vector(s) (causal_L_gt_S_bottom_right, mask_bool_empty_rows) (as attnkit.testing's frameworks table says). attnkit: 0 on those rows, the oracle's answer (max error 8.9e-16 on jax float64).
+      jax.nn in float32: rows with no allowed key give the mean of the values (uniform weights): the convention of jax.nn.dot_product_attention and keras.ops.dot_product_attention, up to 1.2e+00, on 2 vector(s) (causal_L_gt_S_bottom_right, mask_bool_empty_rows) (as attnkit.testing's frameworks table says). attnkit: 0 on those rows, the oracle's answer (max error 3.7e-07 on jax float32).
+      jax.nn in float16: rows with no allowed key give the mean of the values (uniform weights): the convention of jax.nn.dot_product_attention and keras.ops.dot_product_attention, up to 1.2e+00, on 2 vector(s) (causal_L_gt_S_bottom_right, mask_bool_empty_rows) (as attnkit.testing's frameworks table says). attnkit: 0 on those rows, the oracle's answer (max error 1.1e-03 on jax float16).
+      jax.nn in bfloat16: rows with no allowed key give the mean of the values (uniform weights): the convention of jax.nn.dot_product_attention and keras.ops.dot_product_attention, up to 1.2e+00, on 2 vector(s) (causal_L_gt_S_bottom_right, mask_bool_empty_rows) (as attnkit.testing's frameworks table says). attnkit: 0 on those rows, the oracle's answer (max error 1.9e-02 on jax bfloat16).
+      keras.ops in float64: float64 inputs are computed at float32 precision: the convention of jax.nn.dot_product_attention and keras.ops.dot_product_attention, up to 5.8e-07, on 11 vector(s) (L1_S1, basic_4d, causal_L_lt_S_bottom_right, causal_square, +7 more) (as attnkit.testing's frameworks table says). attnkit: max error 8.9e-16 on jax float64.
+      keras.ops in float64: rows with no allowed key give the mean of the values (uniform weights): the convention of jax.nn.dot_product_attention and keras.ops.dot_product_attention; float64 inputs are computed at float32 precision: the convention of jax.nn.dot_product_attention and keras.ops.dot_product_attention, up to 1.2e+00, on 2 vector(s) (causal_L_gt_S_bottom_right, mask_bool_empty_rows) (as attnkit.testing's frameworks table says). attnkit: 0 on those rows, the oracle's answer (max error 8.9e-16 on jax float64).
+      keras.ops in float32: rows with no allowed key give the mean of the values (uniform weights): the convention of jax.nn.dot_product_attention and keras.ops.dot_product_attention, up to 1.2e+00, on 2 vector(s) (causal_L_gt_S_bottom_right, mask_bool_empty_rows) (as attnkit.testing's frameworks table says). attnkit: 0 on those rows, the oracle's answer (max error 3.7e-07 on jax float32).
+      keras.ops in bfloat16: rows with no allowed key give the mean of the values (uniform weights): the convention of jax.nn.dot_product_attention and keras.ops.dot_product_attention, up to 1.2e+00, on 2 vector(s) (causal_L_gt_S_bottom_right, mask_bool_empty_rows) (as attnkit.testing's frameworks table says). attnkit: 0 on those rows, the oracle's answer (max error 1.9e-02 on jax bfloat16).
 
     How vectors were given to them (what they cannot take as they are):
-      torch SDPA  causal_L_gt_S_bottom_right: causal bottom_right as an explicit bool mask (is_causal is top-left only)
-      torch SDPA  causal_L_lt_S_bottom_right: causal bottom_right as an explicit bool mask (is_causal is top-left only)
-      torch SDPA  window_int_2: window=2 as an explicit bool mask
-      jax.nn  basic_4d: value Ev=6 zero-padded to E=8 columns (jax.nn needs Ev == E)
-      jax.nn  causal_L_gt_S_bottom_right: causal bottom_right as an explicit bool mask (is_causal is top-left only)
-      jax.nn  causal_L_lt_S_bottom_right: causal bottom_right as an explicit bool mask (is_causal is top-left only); value Ev=6 zero-padded to E=8 columns (jax.nn needs Ev == E)
-      jax.nn  causal_square: value Ev=6 zero-padded to E=8 columns (jax.nn needs Ev == E)
-      jax.nn  mask_additive_LS: value Ev=6 zero-padded to E=8 columns (jax.nn needs Ev == E)
-      jax.nn  mask_bool_LS: value Ev=6 zero-padded to E=8 columns (jax.nn needs Ev == E)
-      jax.nn  mask_bool_empty_rows: value Ev=6 zero-padded to E=8 columns (jax.nn needs Ev == E)
-      jax.nn  rank2_no_heads: value Ev=3 zero-padded to E=5 columns (jax.nn needs Ev == E)
-      jax.nn  rank5_broadcast_lead: value Ev=4 zero-padded to E=8 columns (jax.nn needs Ev == E)
-      jax.nn  seed_3d_batch4_len10: value Ev=128 run as 2 chunks of E=64 columns (jax.nn needs Ev == E)
-      jax.nn  window_int_2: window=2 as an explicit bool mask
-      jax.nn  zero_S: value Ev=5 zero-padded to E=8 columns (jax.nn needs Ev == E)
+      torch SDPA: causal bottom_right as an explicit bool mask (causal_L_gt_S_bottom_right, causal_L_lt_S_bottom_right)
+      torch SDPA: window=2 as an explicit bool mask (window_int_2)
+      torch MultiheadAttention: value Ev=6 zero-padded to E=8 columns (it needs Ev == E) (basic_4d, causal_L_lt_S_bottom_right, causal_square, mask_additive_LS, mask_bool_LS, mask_bool_empty_rows)
+      torch MultiheadAttention: causal bottom_right as an explicit bool mask (causal_L_gt_S_bottom_right, causal_L_lt_S_bottom_right)
+      torch MultiheadAttention: causal top_left as an explicit bool mask (causal_square)
+      torch MultiheadAttention: key/value heads repeated 2 times (GQA) (gqa_4_over_2)
+      ... (23 more)
 
 """  # noqa: E501
 
@@ -172,6 +191,10 @@ class FrameworkResult:
     dtype: str = "float64"  # the dtype the framework computed in
     #: "agrees", "empty rows", "precision", "differs", "refused" or "n/a" (not applicable)
     kind: str = "agrees"
+    #: the conventions attnkit.testing's detectors find behind a difference
+    #: ("empty_rows=mean"), and whether its frameworks table gives the framework them
+    conventions: tuple[str, ...] = ()
+    declared: bool = False
 
 
 def load_vectors() -> list[Vector]:

@@ -1,6 +1,11 @@
 """``attnkit verify``'s report on the frameworks: a summary table per framework and dtype,
 then the findings in plain words (which framework differs from the exact answer where,
-by how much, and what attnkit gives there), and the same as JSON for machines."""
+by how much, and what attnkit gives there), and the same as JSON for machines.
+
+A finding's words are the conventions :mod:`attnkit.testing` detects behind it, as its
+reports word them; each says whether the kit's frameworks table
+(:mod:`attnkit.testing.frameworks`, which the README's comparison is made from) gives
+the framework that convention, so a framework that changes its behaviour shows here."""
 
 from __future__ import annotations
 
@@ -30,6 +35,8 @@ class Finding:
     dtype: str
     kind: str  # "empty rows", "precision", "differs", "refused"
     what: str  # in words
+    conventions: tuple[str, ...]  # attnkit.testing's findings ("empty_rows=mean")
+    declared: bool  # the kit's frameworks table gives the framework these conventions
     vectors: tuple[str, ...]
     max_error: float | None  # the largest error over those vectors (None: NaN or not run)
     attnkit: str  # what attnkit gives there, in words
@@ -57,24 +64,21 @@ def findings(results: list[FrameworkResult], agreements: list[Agreement]) -> lis
     for r in results:
         if r.agrees:
             continue
-        what = r.difference
-        if r.kind in ("empty rows", "precision"):  # one line however many rows or errors
-            what = (
-                what.split(" give ", 1)[-1] if r.kind == "empty rows" else what.split(": ", 1)[-1]
-            )
+        # one line per convention however many rows or errors; else per words
+        what = " ".join(r.conventions) if r.conventions else r.difference
         groups.setdefault((r.framework, r.dtype, r.kind, what), []).append(r)
     out = []
-    for (framework, dtype, kind, what), rs in groups.items():
+    for (framework, dtype, kind, _), rs in groups.items():
         errors = [r.max_error for r in rs]
         worst = None if any(e is None for e in errors) else max(errors)
-        if kind == "empty rows":
-            what = f"rows with no key to attend give {what}"
         out.append(
             Finding(
                 framework,
                 dtype,
                 kind,
-                what,
+                rs[0].difference,
+                rs[0].conventions,
+                rs[0].declared,
                 tuple(r.vector for r in rs),
                 worst,
                 _attnkit_words(kind, framework, dtype, agreements),
@@ -112,9 +116,16 @@ def findings_text(found: list[Finding]) -> str:
         names = ", ".join(f.vectors[:4]) + (
             f", +{len(f.vectors) - 4} more" if len(f.vectors) > 4 else ""
         )
+        table = ""
+        if f.conventions:
+            table = (
+                " (as attnkit.testing's frameworks table says)"
+                if f.declared
+                else " (NOT what attnkit.testing's frameworks table says of it)"
+            )
         lines.append(
             f"  {f.framework} in {f.dtype}: {f.what}{error}, on {len(f.vectors)} vector(s) "
-            f"({names}). attnkit: {f.attnkit}."
+            f"({names}){table}. attnkit: {f.attnkit}."
         )
     return "\n".join(lines)
 

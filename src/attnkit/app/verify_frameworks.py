@@ -13,8 +13,10 @@ offsets as an explicit bool mask where the framework has no such option; jax.nn'
 Keras' value, which must be shaped like the key, zero-padded or run in chunks of E
 columns (exact: attention is linear in the value). A vector a function cannot express at
 all (MultiheadAttention with GQA or a custom scale) is "not applicable". Every other
-place a framework differs from the oracle is a finding (:mod:`attnkit.app.verify_findings`
-words them).
+place a framework differs from the oracle is a finding, named by the detectors of
+:mod:`attnkit.testing` (the convention behind it, in the words the kit's reports use,
+and whether its frameworks table says so: :mod:`attnkit.testing.findings`);
+:mod:`attnkit.app.verify_findings` groups them.
 
 Vectors are put in a framework's layout by :mod:`attnkit.app.numpy.golden_layout`
 and measured by :mod:`attnkit.app.numpy.golden` (NumPy arrays in and out); the
@@ -31,6 +33,7 @@ from typing import Any
 
 from attnkit.app.numpy import golden as arrays
 from attnkit.app.numpy.golden_layout import heads_first, time_first
+from attnkit.testing.findings import name_difference
 
 from .verify import EPS, FrameworkResult, Vector, _error, allowed_error
 
@@ -47,6 +50,7 @@ class Framework:
     dtypes: tuple[str, ...]
     run: Callable[[Vector, str], tuple[Any, list[str]]]
     available: Callable[[], bool] = lambda: True
+    key: str = ""  # its key in attnkit.testing's frameworks table
 
 
 def _torch(name: str) -> Callable[..., Any]:
@@ -81,26 +85,35 @@ def _keras_available() -> bool:
 _ALL = ("float64", "float32", "float16", "bfloat16")
 #: Every framework attention verify knows, in the order it reports them.
 FRAMEWORKS = (
-    Framework("torch SDPA", "torch", _ALL, heads_first(_torch("sdpa"), top_left_ok=True)),
+    Framework(
+        "torch SDPA",
+        "torch",
+        _ALL,
+        heads_first(_torch("sdpa"), top_left_ok=True),
+        key="torch_sdpa",
+    ),
     Framework(
         "torch MultiheadAttention",
         "torch",
         ("float64", "float32", "bfloat16"),
         heads_first(_torch("multihead"), top_left_ok=False, one_head_size=True),
+        key="torch_mha",
     ),
     Framework(
         "FlexAttention (eager)",
         "torch",
         ("float64", "float32"),
         heads_first(_torch("flex"), top_left_ok=False),
+        key="flex",
     ),
-    Framework("jax.nn", "jax", _ALL, time_first(_jax_nn)),
+    Framework("jax.nn", "jax", _ALL, time_first(_jax_nn), key="jax_nn"),
     Framework(
         "keras.ops",
         "jax",
         ("float64", "float32", "bfloat16"),
         time_first(_keras),
         _keras_available,
+        key="keras",
     ),
 )
 
@@ -137,32 +150,37 @@ def _check(framework: Framework, vector: Vector, dtype: str) -> FrameworkResult:
         )
     allowed = 2 * allowed_error(dtype, vector, vector.out)
     note = "; ".join(notes)
+    # rows with no key to attend are checked on their own: low precision's tolerance is
+    # wide enough to hide the mean of the values there
     empty = arrays.empty_rows_differ(vector.value, vector.empty_rows, theirs, EPS[dtype])
-    if empty:
-        error = _error(theirs, vector.out)
-        return FrameworkResult(
-            **base,
-            max_error=error if math.isfinite(error) else None,
-            agrees=False,
-            difference=empty,
-            adaptation=note,
-            kind="empty rows",
-        )
     error = _error(theirs, vector.out)
-    if error <= allowed:
+    if not empty and error <= allowed:
         return FrameworkResult(
             **base, max_error=error, agrees=True, difference="", adaptation=note, kind="agrees"
         )
-    precision = 2 * allowed_error("float32", vector, vector.out) if dtype == "float64" else None
-    kind, words = arrays.difference(vector.out, vector.empty_rows, theirs, allowed, precision)
-    finite = bool(math.isfinite(error))
+    named = name_difference(
+        vector.query,
+        vector.key,
+        vector.value,
+        vector.attn_mask,
+        vector.kwargs,
+        dtype,
+        theirs,
+        framework.key,
+    )
+    kind, words = named.kind, named.words
+    if not words:  # nothing the kit knows explains it: say where and how much
+        kind = "empty rows" if empty else "differs"
+        words = empty or arrays.difference(vector.out, vector.empty_rows, theirs, allowed, None)[1]
     return FrameworkResult(
         **base,
-        max_error=error if finite else None,
+        max_error=error if math.isfinite(error) else None,
         agrees=False,
         difference=words,
         adaptation=note,
         kind=kind,
+        conventions=named.conventions,
+        declared=named.declared,
     )
 
 

@@ -1,42 +1,23 @@
-"""Independent float64 NumPy oracle for scaled dot-product attention.
+"""The oracle's forward pass: float64 attention, and the same formula rounded to a low
+precision after every step (a naive baseline for the float16/bfloat16 tolerances).
 
-This module is the conformance oracle for ``attnkit`` (not to be confused with
-``impl="reference"``, the library's own plain formula). It is deliberately
-written without any code from the library itself: clarity first, speed and
-memory last (it may copy, repeat heads and build large masks).
-
-Shapes (``...`` are leading dims, broadcast by NumPy rules)::
-
-    query (..., Hq, L, E)   key (..., Hkv, S, E)   value (..., Hkv, S, Ev)
-    out   (..., Hq, L, Ev)  weights (..., Hq, L, S)  lse (..., Hq, L)
-
-A rank-2 input ``(L, E)`` simply has no head axis. Positions are
-``qpos[i] = q_offset + i + shift`` and ``kpos[j] = kv_offset + j`` with
-``shift = 0`` (``"top_left"``) or ``S - L`` (``"bottom_right"``). A key is
-allowed when the causal rule, the window rule and the user mask all allow it.
-Masked positions never influence any result, even if the raw score, key or
-value there is NaN or infinite. A row with no allowed key gives out 0,
-weights 0 and ``lse = -inf``.
+Written without any code of attnkit's executor: clarity first, speed and memory last (it
+may copy, repeat heads and build large masks). Shapes and the position rules: the
+docstring of :mod:`attnkit.testing.oracle`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "Result",
-    "allowed_mask",
-    "attention",
-    "attention_grad",
-    "attention_lowp",
-    "merge",
-    "round_to",
-]
+from .rounding import round_to
+
+__all__ = ["Result", "allowed_mask", "attention", "attention_lowp"]
 
 Window = int | tuple[int | None, int | None] | None
 Rounder = Callable[[np.ndarray], np.ndarray]
@@ -115,13 +96,6 @@ def _masked_matmul(a: np.ndarray, b: np.ndarray, keep: np.ndarray) -> np.ndarray
         return a @ b
     terms = a[..., :, :, None] * b[..., None, :, :]  # (..., M, K, N)
     return np.where(keep[..., None], terms, 0.0).sum(axis=-2)  # (..., M, N)
-
-
-def _sum_to(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Sum a broadcast gradient back to ``shape`` (undo NumPy broadcasting)."""
-    grad = grad.sum(axis=tuple(range(grad.ndim - len(shape))))
-    axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
-    return grad.sum(axis=axes, keepdims=True).reshape(shape)
 
 
 @dataclass(frozen=True)
@@ -291,101 +265,6 @@ def attention(
         score_mod=score_mod,
     )
     return _forward(p, _identity)[0]
-
-
-def attention_grad(
-    query: Any, key: Any, value: Any, grad_out: Any, **kwargs: Any
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Analytic gradients of ``sum(out * grad_out)`` w.r.t. query, key, value.
-
-    Takes the keyword arguments of :func:`attention`. grad_out broadcasts to
-    out (..., Hq, L, Ev). Returns dq, dk, dv with the shapes of query, key and
-    value (broadcast dims and GQA head groups summed). Masked positions and
-    empty rows contribute exactly 0.
-    """
-    p = _prepare(query, key, value, **kwargs)
-    res, probs = _forward(p, _identity)  # probs P (*batch, L, S)
-    allowed_t = np.swapaxes(p.allowed, -1, -2)  # (*batch, S, L)
-    d_out = np.broadcast_to(np.asarray(grad_out, dtype=np.float64), res.out.shape)
-    with np.errstate(invalid="ignore", over="ignore"):
-        # out = (P * D) @ V, with D the dropout factor.
-        dv = _masked_matmul(np.swapaxes(res.weights, -1, -2), d_out, allowed_t)
-        dp = np.where(p.allowed, d_out @ np.swapaxes(p.v, -1, -2), 0.0) * p.drop
-        ds = probs * (dp - np.sum(dp * probs, axis=-1, keepdims=True))  # (*b, L, S)
-        dq = p.scale * _masked_matmul(ds, p.k, p.allowed)  # (*batch, L, E)
-        dk = p.scale * _masked_matmul(np.swapaxes(ds, -1, -2), p.q, allowed_t)
-
-    def fold(grad: np.ndarray) -> np.ndarray:
-        """(..., Hq, S, X) -> (..., Hkv, S, X): sum the G heads per kv head."""
-        if p.groups == 1:
-            return grad
-        hkv = grad.shape[-3] // p.groups
-        grouped = grad.reshape(*grad.shape[:-3], hkv, p.groups, *grad.shape[-2:])
-        return grouped.sum(axis=-3)  # (..., Hkv, S, X)
-
-    q_shape, k_shape, v_shape = p.shapes
-    return _sum_to(dq, q_shape), _sum_to(fold(dk), k_shape), _sum_to(fold(dv), v_shape)
-
-
-def merge(outs: Sequence[Any], lses: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Combine attention over disjoint key sets.
-
-    outs: pieces (..., L, Ev); lses: pieces (..., L). Returns out (..., L, Ev)
-    and lse (..., L). A piece with ``lse = -inf`` contributes nothing; a row
-    empty in every piece gives out 0 and lse -inf.
-    """
-    if len(outs) != len(lses) or not outs:
-        raise ValueError("merge needs the same, non-zero number of outs and lses")
-    o = np.stack(np.broadcast_arrays(*(np.asarray(x, np.float64) for x in outs)))
-    lse = np.stack(np.broadcast_arrays(*(np.asarray(x, np.float64) for x in lses)))
-    # o (P, ..., L, Ev); lse (P, ..., L)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        m = lse.max(axis=0)  # (..., L)
-        m_safe = np.where(m == -np.inf, 0.0, m)
-        w = np.exp(lse - m_safe)  # (P, ..., L); 0 for an empty piece
-        total = w.sum(axis=0)  # (..., L)
-        coef = np.where(total > 0, w / np.where(total > 0, total, 1.0), 0.0)
-        present = (lse > -np.inf)[..., None]  # (P, ..., L, 1)
-        out = np.where(present, coef[..., None] * o, 0.0).sum(axis=0)
-        return out, m_safe + np.log(total)
-
-
-_NUMPY_FLOATS = {"float16": np.float16, "float32": np.float32, "float64": np.float64}
-
-
-def _round_bfloat16(x: np.ndarray) -> np.ndarray:
-    """Round float64 to bfloat16 (round to nearest even), by float32 bits."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        f = x.astype(np.float32)
-        # float64 -> float32 with round-to-odd, so that the second rounding
-        # (float32 -> bfloat16) cannot double-round: truncate, then set the
-        # last bit of every inexact result.
-        bits = f.view(np.uint32)
-        inexact = f.astype(np.float64) != x
-        too_big = np.abs(f.astype(np.float64)) > np.abs(x)
-        bits = np.where(inexact & too_big, bits - np.uint32(1), bits)
-        bits = np.where(inexact, bits | np.uint32(1), bits).astype(np.uint64)
-    # Round to nearest even on the upper 16 bits (inf stays inf; overflow to inf).
-    lsb = (bits >> np.uint64(16)) & np.uint64(1)
-    rounded = (bits + np.uint64(0x7FFF) + lsb) & np.uint64(0xFFFF0000)
-    quiet_nan = (bits | np.uint64(0x00400000)) & np.uint64(0xFFFF0000)
-    rounded = np.where(np.isnan(x), quiet_nan, rounded).astype(np.uint32)
-    return rounded.view(np.float32).astype(np.float64)
-
-
-def round_to(x: Any, dtype_name: str) -> np.ndarray:
-    """Round to ``dtype_name`` ("float16", "bfloat16", "float32", "float64").
-
-    Returns a float64 array (same shape) of values exactly representable in
-    that format.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    if dtype_name == "bfloat16":
-        return _round_bfloat16(x)
-    if dtype_name not in _NUMPY_FLOATS:
-        raise ValueError(f"unknown dtype_name {dtype_name!r}")
-    with np.errstate(over="ignore"):
-        return x.astype(_NUMPY_FLOATS[dtype_name]).astype(np.float64)
 
 
 def attention_lowp(query: Any, key: Any, value: Any, dtype_name: str, **kwargs: Any) -> Result:
