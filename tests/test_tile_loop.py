@@ -5,7 +5,7 @@ packed documents by static lengths and by traced segment ids, bottom-right prefi
 S > L, weights, dropout, GQA, windows, dense), each:
 
 - under ``jax.jit`` lowers to a program whose size does not depend on L: StableHLO lines
-  at L = 1024 and 8192 within 1.2x, forward and forward+backward (lowering only: no
+  at L = 1024 and 16384 within 1.2x, forward and forward+backward (lowering only: no
   compile, a fraction of a second each);
 - gives the plain formula's output and gradients (torch autograd of the float64 formula,
   rows with no key 0) at a length of several tiles, float64, 1e-10;
@@ -35,7 +35,7 @@ torch = pytest.importorskip("torch")
 jnp = jax.numpy
 
 B, H, E = 2, 4, 16
-LENGTHS = (1024, 8192)
+LENGTHS = (1024, 16384)
 #: StableHLO lines at the longer length over the shorter, at most (issue 37, item 3).
 GROWTH = 1.2
 

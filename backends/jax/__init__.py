@@ -174,7 +174,7 @@ class JaxBackend(Backend):
         merges: tuple[tuple[int, int], ...] = (),
     ) -> tuple[Any, ...]:
         """``jax.lax.scan`` over the tiles' rows of ``starts`` (a list of int tuples or an
-        int array computed at run time), each tile's operands cut by
+        int array (tiles, entries) computed at run time), each tile's operands cut by
         ``lax.dynamic_slice_in_dim`` and ``body`` under ``jax.checkpoint`` (Rabe & Staats,
         "Self-attention Does Not Need O(n^2) Memory"): the program holds one body and one
         loop whatever the number of tiles, and reverse-mode autodiff recomputes each

@@ -156,15 +156,20 @@ def _explain_tiles(
     result.tile_size = (R, C)
     result.tiles = (len(table.full), len(table.partial), table.skipped)
     for _, j in (*table.full, *table.partial):
-        result.key_columns += min(p.S, (j + 1) * C) - j * C
+        start = table.key_start(j)
+        result.key_columns += max(0, min(p.S, start + C) - start)
     result.pairs_computed = table.tiles * R * C * heads
     result.pairs_attended = _attended(p, [(0, p.L)], heads)
-    kinds = int(bool(table.full)) + int(bool(table.partial))
+    layout = (
+        f"a band: one tile per query block, starting at its first key, of the {table.n_q} "
+        "query blocks"
+        if table.band
+        else f"(query block, key block) tiles of the {table.n_q} x {table.n_k} grid"
+    )
     result.notes.append(
-        f"tiles: {table.tiles} (query block, key block) tiles of the {table.n_q} x "
-        f"{table.n_k} grid in {kinds} loop(s), one per kind of tile, {plan.loop}; each "
-        "merged into its rows by the online softmax (the backward pass loops over the "
-        "same tiles)"
+        f"tiles: {table.tiles} {layout}, one loop per kind of tile (full, partial), "
+        f"{plan.loop}; each merged into its rows by the online softmax (the backward "
+        "pass loops over the same tiles)"
     )
     if table.dynamic:
         result.notes.append(

@@ -28,7 +28,7 @@ from typing import Any
 from . import masks
 from ._problem import Problem
 from .blocked import cost
-from .blocked.table import TileTable, build_table
+from .blocked.table import TileTable, band_width, build_band, build_table
 from .shapes import prod
 
 __all__ = ["STRATEGIES", "Choice", "Plan", "choose", "plan_of", "table_of"]
@@ -109,8 +109,16 @@ class _Tiles(Strategy):
 
     def plan(self, p: Problem, choice: Choice, declined: list[str]) -> Plan:
         heads = max(1, prod(p.out_lead))
-        size = p.block_size or cost.choose_tile_size(p, heads)
-        table = table_of(p, size, size, padded=True)
+        table = None
+        if not p.need_weights:  # weights are placed on the grid
+            rows = p.block_size or cost.choose_band_rows(p, heads)
+            width = band_width(p, rows)
+            if width is not None and 0 < width <= min(cost.BAND_WIDTH_ROWS * rows, p.S // 2):
+                table = table_of(p, rows, -(-width // 16) * 16, band=True)
+        if table is None:
+            size = p.block_size or cost.choose_tile_size(p, heads)
+            table = table_of(p, size, size, padded=True)
+        size = table.rows
         return Plan(
             choice.path, self.name, choice.kernels, choice.causal, tuple(declined), size, table,
             None, p.backend.map_blocks_loop,
@@ -140,21 +148,28 @@ _TABLES: dict[tuple[Any, ...], TileTable] = {}
 _TABLES_MAX = 64
 
 
-def table_of(p: Problem, rows: int, cols: int, padded: bool = False) -> TileTable:
-    """:func:`attnkit.blocked.table.build_table`, cached for structures that hold no
-    arrays (a mask holding data is neither hashed by value nor kept alive here)."""
+def table_of(
+    p: Problem, rows: int, cols: int, padded: bool = False, band: bool = False
+) -> TileTable:
+    """:func:`attnkit.blocked.table.build_table` (``band``: :func:`~attnkit.blocked.table.
+    build_band`), cached for structures that hold no arrays (a mask holding data is
+    neither hashed by value nor kept alive here)."""
     s, g = p.structure, p.geometry
+
+    def build() -> TileTable:
+        return build_band(p, rows, cols) if band else build_table(p, rows, cols, padded)
+
     if s is not None and s.holds_data:
-        return build_table(p, rows, cols, padded)
-    key = (s, g.L, g.S, g.q_offset, g.kv_offset, rows, cols, padded, p.mask is not None)
+        return build()
+    key = (s, g.L, g.S, g.q_offset, g.kv_offset, rows, cols, padded, band, p.mask is not None)
     try:
         table = _TABLES.get(key)
     except TypeError:  # an unhashable structure
-        return build_table(p, rows, cols, padded)
+        return build()
     if table is None:
         if len(_TABLES) >= _TABLES_MAX:
             _TABLES.clear()
-        table = _TABLES[key] = build_table(p, rows, cols, padded)
+        table = _TABLES[key] = build()
     return table
 
 

@@ -17,6 +17,8 @@ from ..masks import clip_ranges
 from ..shapes import prod
 
 __all__ = [
+    "BAND_ROWS",
+    "BAND_WIDTH_ROWS",
     "BLOCK_OVERHEAD_ELEMENTS",
     "DEFAULT_BLOCK_BUDGET",
     "GRAPH_BLOCKS",
@@ -24,6 +26,7 @@ __all__ = [
     "RECOMPUTE_ABOVE_ELEMENTS",
     "SKIP_COLUMNS",
     "TILE_ROWS",
+    "choose_band_rows",
     "choose_block_size",
     "choose_tile_size",
     "graph_block_size",
@@ -44,7 +47,12 @@ BLOCK_OVERHEAD_ELEMENTS = 20_000
 #: Rows (and key columns) of a tile of the tile loop (:mod:`.tile_loop`) at most: each
 #: tile is one trip of the loop, so smaller tiles mean more trips, larger ones more work
 #: wasted on a structure's edges (``attnkit bench --tiles`` times the sizes).
-TILE_ROWS = 256
+TILE_ROWS = 512
+
+#: Rows of a band tile (one per query block, :func:`attnkit.blocked.table.build_band`) at
+#: most, and how many times its rows a band may be wide (wider: the grid's tiles).
+BAND_ROWS = 256
+BAND_WIDTH_ROWS = 4
 
 #: Key columns per key block whose liveness a query block of the row-blocks strategy reads
 #: from a mask's data (segment ids): the granularity at which other documents' keys are
@@ -133,6 +141,16 @@ def graph_block_size(p: Problem) -> int:
     while rows * GRAPH_BLOCKS < p.L:
         rows *= 2
     while rows > 16 and rows * max(p.S, 1) * heads > GRAPH_BLOCK_BUDGET:
+        rows //= 2
+    return rows
+
+
+def choose_band_rows(p: Problem, heads: int, budget: int = DEFAULT_BLOCK_BUDGET) -> int:
+    """Rows of a band tile: the largest power of two up to :data:`BAND_ROWS` whose tile
+    (rows x the rows' keys, at most rows + the structure's reach) over ``heads`` fits
+    ``budget`` score elements, at least 16, and no longer than L needs."""
+    rows = BAND_ROWS
+    while rows > 16 and (rows * _probe_width(p, rows) * max(1, heads) > budget or rows // 2 >= p.L):
         rows //= 2
     return rows
 

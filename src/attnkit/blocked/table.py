@@ -33,7 +33,7 @@ from typing import Any
 from .._problem import Problem
 from ..masks import EMPTY, FULL, clip_ranges, tile_any
 
-__all__ = ["TileTable", "build_table", "live_tiles", "tile_ids"]
+__all__ = ["TileTable", "band_width", "build_band", "build_table", "live_tiles", "tile_ids"]
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,10 @@ class TileTable:
     """The tiles a call attends: ``full`` and ``partial`` list (i, j), query block i
     (rows [i * rows, (i + 1) * rows)) against key block j (columns [j * cols, (j + 1) *
     cols)), in row-major order. ``dynamic``: the partial tiles' liveness is read from
-    the mask's data at run time (:func:`live_tiles`)."""
+    the mask's data at run time (:func:`live_tiles`). ``band``: one tile per query block
+    whose columns start where its rows' keys do (j is then that first column, not a
+    block index): a window's query blocks each read one run of keys of the same width,
+    in one trip of the loop rather than two or three tiles of the grid."""
 
     rows: int
     cols: int
@@ -50,6 +53,7 @@ class TileTable:
     full: tuple[tuple[int, int], ...]
     partial: tuple[tuple[int, int], ...]
     dynamic: bool = False
+    band: bool = False
 
     @property
     def n_q(self) -> int:
@@ -59,26 +63,70 @@ class TileTable:
     def n_k(self) -> int:
         return -(-self.S // self.cols)
 
+    def key_start(self, j: int) -> int:
+        """The first key column of the tiles of column j."""
+        return j if self.band else j * self.cols
+
+    def tile_id(self, i: int, j: int) -> int:
+        """A tile's number in the call (its dropout stream): i * n_k + j on the grid, i in
+        a band (one tile per query block)."""
+        return i if self.band else i * self.n_k + j
+
+    @property
+    def padded_keys(self) -> int:
+        """The key rows the loop's slices reach: S padded to whole tiles."""
+        if not self.band:
+            return self.n_k * self.cols
+        ends = [self.key_start(j) + self.cols for _, j in (*self.full, *self.partial)]
+        return max([self.S, *ends])
+
     @property
     def tiles(self) -> int:
         return len(self.full) + len(self.partial)
 
     @property
     def skipped(self) -> int:
-        """Tiles of the L x S grid never computed (statically empty)."""
-        return self.n_q * self.n_k - self.tiles
+        """Tiles of the L x S grid never computed (statically empty); in a band, the
+        query blocks that reach no key."""
+        return (self.n_q if self.band else self.n_q * self.n_k) - self.tiles
 
-    def row_columns(self, i: int) -> list[tuple[int, int]]:
-        """The key columns [lo, hi) query block i reads: its tiles' columns, merged."""
-        cols = sorted(j for a, j in (*self.full, *self.partial) if a == i)
-        out: list[tuple[int, int]] = []
-        for j in cols:
-            lo, hi = j * self.cols, min(self.S, (j + 1) * self.cols)
-            if out and out[-1][1] == lo:
-                out[-1] = (out[-1][0], hi)
-            else:
-                out.append((lo, hi))
-        return out
+
+def band_width(p: Problem, rows: int) -> int | None:
+    """The widest run of key columns a query block of ``rows`` reads, where every block
+    reads one run (a band: windows, with either alignment and any offsets) and the call
+    has no mask data or ``attn_mask`` array; else None."""
+    s = p.structure
+    if s is None or not s.banded or s.holds_data or p.mask is not None:
+        return None
+    widest = 0
+    for q_lo in range(0, p.L, rows):
+        ranges = clip_ranges(s.key_ranges(p.geometry, q_lo, min(p.L, q_lo + rows)), p.S)
+        if len(ranges) > 1:
+            return None
+        if ranges:
+            widest = max(widest, ranges[0][1] - ranges[0][0])
+    return widest
+
+
+def build_band(p: Problem, rows: int, cols: int) -> TileTable:
+    """One tile of ``rows`` x ``cols`` per query block that reaches a key, starting at
+    its first key (moved left to end by S where it would pass it); ``cols`` at least
+    :func:`band_width`."""
+    s, g = p.structure, p.geometry
+    full: list[tuple[int, int]] = []
+    partial: list[tuple[int, int]] = []
+    for i in range(-(-p.L // rows)):
+        q_lo, q_hi = i * rows, min(p.L, (i + 1) * rows)
+        ranges = clip_ranges(s.key_ranges(g, q_lo, q_hi), p.S)
+        if not ranges:
+            continue
+        start = min(ranges[0][0], max(0, p.S - cols))
+        kind = s.tile_kind(g, q_lo, q_hi, start, min(p.S, start + cols))
+        if kind == EMPTY:
+            continue
+        ragged = start + cols > p.S  # padded keys: masked
+        (full if kind == FULL and not ragged else partial).append((i, start))
+    return TileTable(rows, cols, p.L, p.S, tuple(full), tuple(partial), band=True)
 
 
 def build_table(p: Problem, rows: int, cols: int, padded: bool = False) -> TileTable:
@@ -128,6 +176,6 @@ def live_tiles(p: Problem, ops: Any, rows: int, cols: int, user_mask: bool = Tru
 
 
 def tile_ids(table: TileTable, tiles: tuple[tuple[int, int], ...]) -> list[int]:
-    """Each tile's position in the grid, i * n_k + j: its dropout stream and its place in
-    the flattened liveness."""
-    return [i * table.n_k + j for i, j in tiles]
+    """Each tile's number (:meth:`TileTable.tile_id`): its dropout stream and, on the
+    grid, its place in the flattened liveness."""
+    return [table.tile_id(i, j) for i, j in tiles]

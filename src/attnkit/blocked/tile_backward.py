@@ -62,7 +62,8 @@ def tile_backward(
     (..., L) each, ``d_out`` the output's cotangent (..., L, Ev), all in that layout."""
     xp, cd = p.xp, p.compute_dtype
     R, C = table.rows, table.cols
-    Lp, Sp = table.n_q * R, table.n_k * C
+    tiles = TileList(p, ops, table)
+    Lp, Sp = tiles.padded_rows, table.padded_keys
     m, total = stats
     D = xp.sum(d_out * out, axis=-1)  # (..., L): rowsum(dO * O)
     lead = tile_lead(p, ops)
@@ -76,23 +77,25 @@ def tile_backward(
     stacked_n = 1 if kind in ("grid", "whole") else 0
     sums = ((0, Lp), (1, Sp), (2, Sp), *(((0, Lp),) if kind == "rows" else ()),
             *(((1, Sp),) if kind == "cols" else ()))  # fmt: skip
-    tiles = TileList(p, ops, table)
-    if tiles.tiles:
-        body = functools.partial(_grads, p, ops, table, shapes, mask_shape)
+    totals: list[Any] = []
+    mask_parts: list[tuple[TileList, Any]] = []
+    for group, group_kind in tiles.groups():
+        body = functools.partial(_grads, p, ops, table, shapes, mask_shape, kind=group_kind)
         outs = run_tiles(
-            p, tiles, body, tiles.starts(p, 2), (q, k, v, rows, d_o), (R, C, C, R, R), sums=sums
+            p, group, body, group.starts(p, 2), (q, k, v, rows, d_o), (R, C, C, R, R), sums=sums
         )
-        totals = list(outs[stacked_n : stacked_n + 3])
-        mask_part = None if kind is None else (outs[0] if stacked_n else outs[-1])
-    else:  # nothing attended: zero gradients
+        grads = list(outs[stacked_n : stacked_n + 3])
+        totals = grads if not totals else [a + b for a, b in zip(totals, grads, strict=True)]
+        if kind is not None:
+            mask_parts.append((group, outs[0] if stacked_n else outs[-1]))
+    if not totals:  # nothing attended: zero gradients
         totals = [xp.zeros(s, dtype=cd, device=p.device) for s in shapes]
-        mask_part = None
     dq = sum_to_shape(xp, totals[0][..., : p.L, :], shapes[0])
     dk = sum_to_shape(xp, totals[1][..., : p.S, :], shapes[1])
     dv = sum_to_shape(xp, totals[2][..., : p.S, :], shapes[2])
     d_mask = None
     if mask_shape is not None:
-        d_mask = _d_mask(p, table, tiles, mask_part, mask_shape, cd)
+        d_mask = _d_mask(p, table, mask_parts, mask_shape, cd)
     return dq, dk, dv, d_mask
 
 
@@ -108,7 +111,7 @@ def _mask_piece(mask_shape: tuple[int, ...]) -> str:
 def _grads(
     p: Problem, ops: Prepared, table: TileTable,
     shapes: tuple[tuple[int, ...], ...], mask_shape: tuple[int, ...] | None,
-    at: tuple[Any, ...], q: Any, k: Any, v: Any, rows: Any, dO: Any,
+    at: tuple[Any, ...], q: Any, k: Any, v: Any, rows: Any, dO: Any, kind: int | None = None,
 ) -> tuple[Any, ...]:  # fmt: skip
     """One tile's (dq (.., R, E), dk (.., C, E), dv (.., C, Ev)) summed to the operands'
     heads, and its dS in the mask's shape where asked: first (stacked) for a mask of
@@ -116,6 +119,7 @@ def _grads(
     xp = p.xp
     R, C = table.rows, table.cols
     q_shape, k_shape, v_shape = shapes
+    tile_kind = at[-1] if kind is None else kind
     kind = None if mask_shape is None else _mask_piece(mask_shape)
     shaped = [
         (*q_shape[:-2], R, q_shape[-1]),
@@ -167,7 +171,7 @@ def _grads(
     order = [shaped[3], *shaped[:3]] if first else shaped
     full, partial = functools.partial(compute, False), functools.partial(compute, True)
     zero = functools.partial(_zeros, xp, order)
-    return by_kind(p, at[-1], full, partial, zero, q, k, v, rows, dO)
+    return by_kind(p, tile_kind, full, partial, zero, q, k, v, rows, dO)
 
 
 def _zeros(xp: Any, shapes: list[tuple[int, ...]], q: Any, *rest: Any) -> tuple[Any, ...]:
@@ -176,23 +180,31 @@ def _zeros(xp: Any, shapes: list[tuple[int, ...]], q: Any, *rest: Any) -> tuple[
 
 
 def _d_mask(
-    p: Problem, table: TileTable, tiles: TileList, part: Any, shape: tuple[int, ...], cd: Any
-) -> Any:
-    """The additive mask's gradient in its (GQA layout) shape from the loop's piece: the
+    p: Problem, table: TileTable, parts: list[tuple[TileList, Any]], shape: tuple[int, ...],
+    cd: Any,
+) -> Any:  # fmt: skip
+    """The additive mask's gradient in its (GQA layout) shape from the loops' pieces: the
     tiles' dS placed in the grid, or added by rows or columns, or summed whole."""
     xp = p.xp
     kind = _mask_piece(shape)
-    if part is None:
+    if not parts:
         return xp.zeros(shape, dtype=cd, device=p.device)
-    if kind == "rows":
-        return part[..., : p.L, :]  # (..., L, 1)
-    if kind == "cols":
-        return xp.matrix_transpose(part[..., : p.S, :])  # (..., 1, S)
-    if kind == "whole":
-        return xp.sum(part, axis=-2, keepdims=True)  # (..., 1, 1)
+    if kind in ("rows", "cols", "whole"):
+        total = None
+        for _, part in parts:
+            part = xp.sum(part, axis=-2, keepdims=True) if kind == "whole" else part
+            total = part if total is None else total + part
+        if kind == "rows":
+            return total[..., : p.L, :]  # (..., L, 1)
+        if kind == "cols":
+            return xp.matrix_transpose(total[..., : p.S, :])  # (..., 1, S)
+        return total  # (..., 1, 1)
     lead = shape[:-2]
-    stacked = xp.reshape(part, (*lead, len(tiles.tiles), table.rows, table.cols))
-    index: list[int | None] = [None] * (table.n_q * table.n_k)
-    for n, (i, j) in enumerate(tiles.tiles):
-        index[i * table.n_k + j] = n
-    return assemble_tiles(p, table, [stacked], index, lead, cd)[..., : p.L, : p.S]
+    stacked, index, base = [], [None] * (table.n_q * table.n_k), 0
+    for group, part in parts:
+        stacked.append(xp.reshape(part, (*lead, len(group.tiles), table.rows, table.cols)))
+        for n, (i, j) in enumerate(group.tiles):
+            if i < table.n_q:  # a spare tile is dropped
+                index[i * table.n_k + j] = base + n
+        base += len(group.tiles)
+    return assemble_tiles(p, table, stacked, index, lead, cd)[..., : p.L, : p.S]

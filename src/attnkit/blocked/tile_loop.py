@@ -28,6 +28,7 @@ request, come from a second loop over the same table with the final m and l.
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 from typing import Any
@@ -35,7 +36,7 @@ from typing import Any
 from .._problem import Problem
 from ..masked_operands import allowed_pairs, neutralize, weighted_values
 from ..masks import FULL, PARTIAL, LoopTile
-from ..merge import finish_packed, no_keys
+from ..merge import finish_packed, merge_packed, no_keys
 from ..score_mods import apply_score_mod
 from ..shapes import broadcast_shapes
 from ..softmax import softmax_numerator
@@ -98,7 +99,10 @@ class TileList:
 
     def __init__(self, p: Problem, ops: Prepared, table: TileTable) -> None:
         tiles = sorted([*((t, FULL) for t in table.full), *((t, PARTIAL) for t in table.partial)])
-        self.rows, self.cols = table.rows, table.cols
+        self.rows, self.cols, self.key_start = table.rows, table.cols, table.key_start
+        self.n_q = table.n_q
+        # the backend's compiled loop, unless the whole call is one tile (no loop to gain)
+        self.compiled = p.backend.map_blocks is not None and table.tiles > 1
         self.tiles = [t for t, _ in tiles]
         self.kinds: list[int] = [kind for _, kind in tiles]
         self.ids = tile_ids(table, self.tiles)
@@ -119,14 +123,52 @@ class TileList:
             alive = xp.astype(xp.take(flat, index, axis=0), xp.int32)
             self.traced_kinds = alive * xp.asarray(self.kinds, dtype=xp.int32, device=p.device)
 
+    def groups(self) -> list[tuple[TileList, int | None]]:
+        """The loops to run, each with the kind its body computes (None: each tile's own,
+        read in the loop, for kinds read at run time). With the kinds known statically,
+        one loop per kind (full tiles first), no branch in the body (a compiled loop
+        runs a branch per trip about 10% slower). A compiled loop has both, so that a
+        program holds the same bodies whatever the table (its size does not depend on
+        L): a kind with no tile gets one spare tile on rows past the padded query rows
+        (:attr:`spare`), computed and dropped."""
+        if self.traced_kinds is not None or not self.tiles:
+            return [(self, None)] if self.tiles else []
+        out = []
+        for kind in (FULL, PARTIAL):
+            keep = [n for n, k in enumerate(self.kinds) if k == kind]
+            if not keep and not self.compiled:
+                continue
+            sub = copy.copy(self)
+            sub.tiles = [self.tiles[n] for n in keep] or [(self.n_q, 0)]  # spare: past Lp
+            sub.kinds = [kind] * len(sub.tiles)
+            sub.ids = [self.ids[n] for n in keep] or [-1]
+            out.append((sub, kind))
+        return out
+
+    @property
+    def spare(self) -> bool:
+        """Whether a loop runs a spare tile (:meth:`groups`): the query rows are padded by
+        one more block for it."""
+        if not self.compiled or self.traced_kinds is not None or not self.tiles:
+            return False
+        return len(set(self.kinds)) == 1
+
+    @property
+    def padded_rows(self) -> int:
+        """The query rows the loop's slices reach."""
+        return (self.n_q + int(self.spare)) * self.rows
+
     def starts(self, p: Problem, q_operands: int) -> Any:
         """The loop's ``starts`` with ``q_operands`` further operands cut by query rows."""
         rows = [
-            (i * self.rows, j * self.cols, j * self.cols, *([i * self.rows] * q_operands), t, kind)
+            (i * self.rows, k, k, *([i * self.rows] * q_operands), t, kind)
             for (i, j), t, kind in zip(self.tiles, self.ids, self.kinds, strict=True)
+            for k in [self.key_start(j)]
         ]
         if self.traced_kinds is None:
             return rows
+        if not self.compiled:  # the Python loop slices by ints; each kind stays traced
+            return [(*r[:-1], self.traced_kinds[n]) for n, r in enumerate(rows)]
         xp = p.xp
         static = xp.asarray([r[:-1] for r in rows], dtype=xp.int32, device=p.device)
         return xp.concat([static, self.traced_kinds[:, None]], axis=1)  # (tiles, entries)
@@ -169,7 +211,7 @@ def tile_mask(p: Problem, ops: Prepared, table: TileTable, t: LoopTile) -> Any:
     as unused and its NaN is zeroed before any product)."""
     structure = None if p.structure is None else p.structure.tile(t)
     allowed = allowed_pairs(p, t, structure, ops.allowed_mask)
-    if p.S % table.cols:
+    if table.padded_keys > p.S:
         inside = t.k_index < p.S  # (1, Bk): padded keys
         allowed = inside if allowed is None else allowed & inside
     if p.L % table.rows and allowed is not None:
@@ -194,7 +236,7 @@ def tile_scores(p: Problem, ops: Prepared, t: LoopTile, q: Any, k: Any) -> tuple
 
 def _piece(
     p: Problem, ops: Prepared, table: TileTable, lead: tuple[int, ...],
-    at: tuple[Any, ...], q: Any, k: Any, v: Any,
+    at: tuple[Any, ...], q: Any, k: Any, v: Any, kind: int | None = None,
 ) -> tuple[Any]:  # fmt: skip
     """One tile's packed piece [acc | m | l] (*lead, Bq, Ev + 2); ``at`` is (query row,
     key row, value row, stream, kind)."""
@@ -221,7 +263,8 @@ def _piece(
 
     full = functools.partial(compute, False)
     partial = functools.partial(compute, True)
-    return (by_kind(p, at[-1], full, partial, functools.partial(_empty, xp, shape), q, k, v),)
+    kind = at[-1] if kind is None else kind
+    return (by_kind(p, kind, full, partial, functools.partial(_empty, xp, shape), q, k, v),)
 
 
 def _empty(xp: Any, shape: tuple[int, ...], q: Any, k: Any, v: Any) -> Any:
@@ -237,22 +280,24 @@ def tile_attention(
     the row sum of exp(s - m), are what the backward pass reads (exact weights
     exp(s - m) / l, whatever lse's rounding)."""
     xp = p.xp
-    Lp, Sp = table.n_q * table.rows, table.n_k * table.cols
+    tiles = TileList(p, ops, table)
+    Lp, Sp = tiles.padded_rows, table.padded_keys
     q, k, v = (pad_rows(xp, x, n) for x, n in ((ops.query, Lp), (ops.key, Sp), (ops.value, Sp)))
     lead = tile_lead(p, ops)
-    tiles = TileList(p, ops, table)
-    if tiles.tiles:
-        body = functools.partial(_piece, p, ops, table, lead)
-        (packed,) = run_tiles(
+    packed = None
+    for group, kind in tiles.groups():
+        body = functools.partial(_piece, p, ops, table, lead, kind=kind)
+        (piece,) = run_tiles(
             p,
-            tiles,
+            group,
             body,
-            tiles.starts(p, 0),
+            group.starts(p, 0),
             (q, k, v),
             (table.rows, table.cols, table.cols),
             merges=((0, Lp),),
         )  # fmt: skip  (*lead, Lp, Ev + 2)
-    else:  # no tile attended: every row has no key
+        packed = piece if packed is None else merge_packed(packed, piece)
+    if packed is None:  # no tile attended: every row has no key
         packed = no_keys(xp, (*lead, Lp, p.Ev + 2), ops.query.dtype, p.device)
     packed = packed[..., : p.L, :]
     out, lse = finish_packed(packed)  # (..., L, Ev), (..., L)
@@ -268,9 +313,9 @@ def run_tiles(
     sizes: tuple[int, ...], sums: tuple[tuple[int, int], ...] = (),
     merges: tuple[tuple[int, int], ...] = (),
 ) -> tuple[Any, ...]:  # fmt: skip
-    """The tiles through the backend's loop; a single tile of known kind runs directly
-    (a compiled loop of one trip only costs compile time)."""
-    if len(tiles.tiles) == 1 and tiles.traced_kinds is None:
+    """The tiles through the backend's compiled loop, or the Python loop (no compiled
+    loop, or a call of one tile)."""
+    if not tiles.compiled:
         return python_loop(body, starts, operands, sizes, sums, merges)
     return map_blocks(p.backend, body, starts, operands, sizes, sums, merges)
 
@@ -285,14 +330,18 @@ def _weights(
     R, C = table.rows, table.cols
     if not tiles.tiles:  # no tile attended (or S = 0): every weight is 0
         return xp.zeros((*lead, p.L, p.S), dtype=ops.query.dtype, device=p.device)
-    ml = pad_rows(xp, xp.stack([m, total], axis=-1), table.n_q * R)  # (*lead, Lp, 2)
-    body = functools.partial(_weight_tile, p, ops, table, lead)
-    (w,) = run_tiles(p, tiles, body, tiles.starts(p, 1), (q, k, v, ml), (R, C, C, R))
-    w = xp.reshape(w, (*lead, len(tiles.tiles), R, C))  # (*lead, tiles, R, C)
-    index: list[int | None] = [None] * (table.n_q * table.n_k)
-    for n, (i, j) in enumerate(tiles.tiles):
-        index[i * table.n_k + j] = n
-    return assemble_tiles(p, table, [w], index, lead, ops.query.dtype)[..., : p.L, : p.S]
+    ml = pad_rows(xp, xp.stack([m, total], axis=-1), tiles.padded_rows)  # (*lead, Lp, 2)
+    stacked, index = [], [None] * (table.n_q * table.n_k)
+    base = 0
+    for group, kind in tiles.groups():
+        body = functools.partial(_weight_tile, p, ops, table, lead, kind=kind)
+        (w,) = run_tiles(p, group, body, group.starts(p, 1), (q, k, v, ml), (R, C, C, R))
+        stacked.append(xp.reshape(w, (*lead, len(group.tiles), R, C)))  # (*lead, tiles, R, C)
+        for n, (i, j) in enumerate(group.tiles):
+            if i < table.n_q:  # a spare tile is dropped
+                index[i * table.n_k + j] = base + n
+        base += len(group.tiles)
+    return assemble_tiles(p, table, stacked, index, lead, ops.query.dtype)[..., : p.L, : p.S]
 
 
 def assemble_tiles(
@@ -317,7 +366,7 @@ def assemble_tiles(
 
 def _weight_tile(
     p: Problem, ops: Prepared, table: TileTable, lead: tuple[int, ...],
-    at: tuple[Any, ...], q: Any, k: Any, v: Any, ml: Any,
+    at: tuple[Any, ...], q: Any, k: Any, v: Any, ml: Any, kind: int | None = None,
 ) -> tuple[Any]:  # fmt: skip
     """One tile's weights (*lead, Bq, Bk): where allowed, exp(s - m) / l (dropout applied);
     ``at`` is (query row, key row, value row, query row, stream, kind)."""
@@ -343,7 +392,8 @@ def _weight_tile(
 
     full, partial = functools.partial(compute, False), functools.partial(compute, True)
     zeros = functools.partial(_zeros, xp, shape)
-    return (by_kind(p, at[-1], full, partial, zeros, q, k, v, ml),)
+    kind = at[-1] if kind is None else kind
+    return (by_kind(p, kind, full, partial, zeros, q, k, v, ml),)
 
 
 def _zeros(xp: Any, shape: tuple[int, ...], q: Any, *rest: Any) -> Any:

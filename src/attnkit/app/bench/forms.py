@@ -39,7 +39,8 @@ TIMED = (
 
 @dataclass(frozen=True)
 class FormJob:
-    """One measurement: ``what`` is "compile" (JAX forward+backward, seconds), "forward"
+    """One measurement: ``what`` is "compile" (JAX forward+backward, seconds, the median
+    of three from cleared caches), "forward"
     (JAX, seconds per call), "call" (one dense JAX call after a warm-up), "torch compile"
     (the first compiled call) or "torch window" (compiled and eager calls)."""
 
@@ -104,7 +105,7 @@ def measure(job: FormJob) -> FormResult:
 
         fn, args = jf.setup(job.form, job.L, job.impl)
         if job.what == "compile":
-            return FormResult(job, [jf.compile_seconds(fn, args, grad=True)])
+            return FormResult(job, jf.compile_seconds(fn, args, grad=True, repeats=3))
         return FormResult(job, jf.forward_seconds(fn, args, job.repeats))
     except Exception as exc:  # report, keep benchmarking
         return FormResult(job, error=f"{type(exc).__name__}: {exc}"[:300])

@@ -101,9 +101,12 @@ def setup(form: str, L: int, impl: str, seed: int = 0) -> tuple[Callable[..., An
     raise ValueError(f"unknown implementation {impl!r}")
 
 
-def compile_seconds(fn: Callable[..., Any], args: tuple, grad: bool) -> float:
+def compile_seconds(
+    fn: Callable[..., Any], args: tuple, grad: bool, repeats: int = 3
+) -> list[float]:
     """Seconds ``jax.jit`` takes to lower and compile ``fn`` (with ``grad``: the gradient
-    of sum(fn)^2 with respect to q, k and v)."""
+    of sum(fn)^2 with respect to q, k and v), ``repeats`` times from cleared caches
+    (after one unrelated compile: JAX's own first-compile costs are not the call's)."""
     import jax
     import jax.numpy as jnp
 
@@ -112,9 +115,13 @@ def compile_seconds(fn: Callable[..., Any], args: tuple, grad: bool) -> float:
         target = jax.grad(
             lambda q, k, v, *rest: jnp.sum(fn(q, k, v, *rest) ** 2), argnums=(0, 1, 2)
         )
-    start = time.perf_counter()
-    jax.jit(target).lower(*args).compile()
-    return time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        jax.clear_caches()
+        start = time.perf_counter()
+        jax.jit(target).lower(*args).compile()
+        times.append(time.perf_counter() - start)
+    return times
 
 
 def forward_seconds(fn: Callable[..., Any], args: tuple, repeats: int) -> list[float]:
