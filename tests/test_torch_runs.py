@@ -236,13 +236,17 @@ def test_torch_run_backward_memory_in_pieces() -> None:
 
 
 def test_auto_under_autograd_takes_attnkits_backward(runs: list) -> None:
-    """A window under autograd: ``auto`` runs attnkit's forward saving lse and its own
-    backward (no run kernel recorded by autograd), equal to the float64 reference; without
-    gradients the run kernel still takes the forward. explain says which backward runs."""
+    """A window under autograd: ``auto`` runs the run kernel with its lse (the fused CPU
+    flash kernel) inside attnkit's autograd function, which records nothing of it, and
+    attnkit's backward (the fused backward on the run and its edges), equal to the
+    float64 reference; without gradients the run kernel takes the forward as well.
+    explain says which backward runs."""
     q, k, v = _qkv((1, 2, 300, 16), (1, 2, 300, 16), seed=8)
     leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
     out = ak.scaled_dot_product_attention(*leaves, window=(40, 40))
-    assert not runs, "the run kernel was recorded by autograd"
+    assert runs, "the run kernel no longer takes the forward saving lse"
+    assert type(out.grad_fn).__name__ == "_AttentionFunctionBackward", out.grad_fn
+    runs.clear()
     got = torch.autograd.grad(out.square().sum(), leaves)
     ref = [x.clone().requires_grad_(True) for x in (q, k, v)]
     want_out = ak.scaled_dot_product_attention(*ref, window=(40, 40), impl="reference")

@@ -23,9 +23,10 @@ __all__ = ["spec_of", "traced_call"]
 def spec_of(options: Any) -> str | None:
     """The options as a literal string the operator rebuilds them from, or None where
     the call does not go through the operator (dropout, weights, lse, a structured mask
-    or window, a general callable score_mod)."""
+    or window, a general callable score_mod). An ``rng`` without dropout draws nothing
+    and is left out."""
     o = options
-    if o.return_weights is not False or o.return_lse is not False or o.rng is not None:
+    if o.return_weights is not False or o.return_lse is not False:
         return None
     if type(o.dropout_p) not in (int, float) or o.dropout_p != 0:
         return None

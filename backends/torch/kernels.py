@@ -13,13 +13,13 @@ not apply.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from .. import Kernels
+from . import flash
 from .autograd import records_gradients as _records_gradients
 
 __all__ = [
@@ -58,21 +58,17 @@ def attention(
     causal: bool,
     scale: float,
     gqa: bool,
-    fallback: Callable[[], Any] | None = None,
 ) -> Any:
     """SDPA on the whole call: out (..., Hq, L, Ev), or None (see the module docstring).
 
-    Under ``torch.compile`` no value is concrete: with ``fallback`` (the generic path's
-    output, a function of nothing) a masked call selects in the graph, ``torch.cond`` on
-    SDPA's output being finite; without one, or under autograd (the two branches'
-    gradients differ in strides, which inductor refuses), it declines."""
+    Under ``torch.compile`` no value is concrete, so a masked call declines (its NaN
+    check needs values): such calls reach this kernel in eager code only, inside the
+    ``attnkit::attention`` operator (:mod:`.compiled`)."""
     if attention_declines(query, key, value, mask=mask, causal=causal, scale=scale, gqa=gqa):
         return None
     masked = causal or mask is not None
     if masked and torch.compiler.is_compiling():
-        if fallback is None or _records_gradients(query, key, value):
-            return None  # no finiteness check inside a graph: the executor's guarded path
-        return _selected(query, key, value, mask, causal, scale, gqa, fallback)
+        return None  # no finiteness check inside a graph: the executor's guarded path
     grad = _records_gradients(query, key, value)
     if masked and grad and not _finite(query, key, value):
         return None  # a NaN or inf in a masked pair would leak into the gradients
@@ -80,30 +76,6 @@ def attention(
     if masked and not grad and not _finite(out):
         return None  # SDPA adds -inf to a masked NaN: the generic path replaces it
     return out
-
-
-def _selected(
-    query: Any,
-    key: Any,
-    value: Any,
-    mask: Any,
-    causal: bool,
-    scale: float,
-    gqa: bool,
-    fallback: Callable[[], Any],
-) -> Any:
-    """In a graph: SDPA's output where it is finite, else ``fallback()`` (the guarded
-    generic path), chosen by ``torch.cond`` so that only one branch runs. Both branches
-    return contiguous tensors (cond requires their strides to agree)."""
-    out = _sdpa(query, key, value, mask, causal, scale, gqa).contiguous()  # (..., Hq, L, Ev)
-
-    def kept(out: Any) -> Any:
-        return out.clone()
-
-    def generic(out: Any) -> Any:
-        return fallback().contiguous()
-
-    return torch.cond(torch.isfinite(out.sum()), kept, generic, (out,))
 
 
 def _sdpa(
@@ -323,6 +295,10 @@ KERNELS = (
         run=block_run,
         run_rows=RUN_ROWS,
         block_wants_additive=True,  # SDPA turns a bool mask into an additive one per call
+        block_lse=flash.block_lse,  # the fused CPU flash kernel: with lse, and its backward
+        run_lse=flash.run_lse,
+        block_backward=flash.block_backward,
+        run_backward=flash.run_backward,
     )
     if _supported()
     else Kernels()

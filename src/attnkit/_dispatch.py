@@ -23,12 +23,11 @@ Both caches hold at most 64 signatures and no arrays. Nothing is cached while
 
 from __future__ import annotations
 
-import functools
 from dataclasses import replace
 from typing import Any
 
-from ._problem import Problem, caller_layout
-from .blocked import blocked_attention, cost
+from ._problem import Problem
+from .blocked import blocked_attention
 from .compiling import tracing
 from .options import Options
 from .plan import Plan, plan_of
@@ -122,8 +121,6 @@ def attend(p: Problem, sig: tuple[Any, ...] | None = None) -> tuple[Any, Any, An
         return reference_attention(p)
     if plan.strategy == "whole call":
         kernel_args = dict(mask=p.mask, causal=plan.causal, scale=p.scale, gqa=p.gqa_groups > 1)
-        if tracing():  # no concrete check in a graph: the kernel may select in it
-            kernel_args["fallback"] = functools.partial(_generic_output, p)
         out = plan.kernels.attention(p.query, p.key, p.value, **kernel_args)
         if out is not None:
             if sig is not None and sig not in _PLANS:
@@ -139,16 +136,6 @@ def attend(p: Problem, sig: tuple[Any, ...] | None = None) -> tuple[Any, Any, An
     if out is not None:
         return out, None, None
     return blocked_attention(p, plan)
-
-
-def _generic_output(p: Problem) -> Any:
-    """The blocked executor's output of ``p`` in the caller's layout and dtype (..., Hq,
-    L, Ev): the whole-call kernel's ``fallback`` while a compiler traces, in a few
-    large blocks (compile time grows with the blocks unrolled into the graph)."""
-    if p.block_size is None:
-        p = replace(p, block_size=cost.graph_block_size(p))
-    out, _, _ = blocked_attention(p, plan_of(p, whole_call=False))
-    return caller_layout(p, out, (p.L, p.Ev), p.dtype)
 
 
 def _remember_plan(sig: tuple[Any, ...], p: Problem, plan: Plan, kernel_args: dict) -> None:

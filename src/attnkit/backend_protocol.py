@@ -37,10 +37,6 @@ class Kernels:
         with the diagonal at position 0, ``gqa`` grouped-query heads (Hq % Hkv == 0).
         Returns (..., Hq, L, Ev) in the inputs' dtype, or None. Offered only calls with
         no dropout, weights, lse, window, structured mask or score_mod, and L, S > 0.
-        While a compiler traces (``attnkit.registry.tracing``), it is also given
-        ``fallback``, a function of nothing returning the generic path's output in the
-        same layout and dtype: a kernel that would decline on values it cannot read in
-        a graph may select between its output and the fallback's there instead.
     ``attention_declines(query, key, value, *, mask, causal, scale, gqa)``
         why ``attention`` would decline this call before computing anything (a string),
         or None: read by :func:`attnkit.explain`.
@@ -72,6 +68,16 @@ class Kernels:
     ``block_wants_additive``          the block and run kernels take masks in additive
                                       form (0 / -inf in the compute dtype), which the
                                       executor makes once per tile.
+    ``block_lse(q, k, v, mask, scale)``, ``run_lse(q, k, v, mask, scale, rows)``
+        as ``block`` and ``run``, returning (out, lse (..., rows)), lse -inf on rows with
+        no allowed key; or None. What a forward saving for the backward pass runs.
+    ``block_backward(d_out, q, k, v, out, lse, mask, scale)``
+        (dq, dk, dv) of a block from its output and lse (a fused backward pass, the
+        scores never stored); or None.
+    ``run_backward(d_out, q, k, v, out, lse, mask, scale, rows)``
+        the same for a run of n blocks of ``rows`` (a window's interior), block i reading
+        keys [i*rows, (i + c)*rows) of k and v (..., (n + c - 1)*rows, E|Ev), ``mask``
+        (rows, c*rows) the same for every block; or None.
     """
 
     attention: Callable[..., Any] | None = None
@@ -85,6 +91,10 @@ class Kernels:
     block_overhead_per_head: int = 0
     block_held_scores: Callable[[int, int, int], int] | None = None
     block_wants_additive: bool = False
+    block_lse: Callable[..., Any] | None = None
+    run_lse: Callable[..., Any] | None = None
+    block_backward: Callable[..., Any] | None = None
+    run_backward: Callable[..., Any] | None = None
 
 
 class MathBackend:

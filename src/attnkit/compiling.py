@@ -9,25 +9,22 @@ The accommodations, where they apply and why:
 1. **No caches while tracing** (:func:`tracing`, in :mod:`attnkit._dispatch`): the
    caches of validated signatures and of whole-call plans are neither read nor filled,
    since a hit would be baked into the graph and a plan holds no graph.
-2. **A fallback instead of a concrete check** (:func:`attnkit._dispatch.attend`): the
-   whole-call kernel cannot look at the output's values (its NaN guard at masked
-   positions), so it is given the blocked executor's output as a ``fallback`` to select
-   in the graph.
-3. **Fallback blocks sized for the graph** (:func:`attnkit.blocked.cost.graph_block_size`):
-   the fallback's blocks are unrolled into the graph and compile time grows with them,
-   so it runs a few large blocks.
-4. **Sizes as Python ints** (:func:`static_int`, in :mod:`attnkit.validation` and
+2. **One operator per call** (:mod:`attnkit.compiled`): a call of tensors and plain
+   values is one node of the graph (the backend's ``traced_call``: a custom operator
+   whose implementation is the eager call), so the graph does not grow with L and
+   the whole-call kernel's NaN check runs on concrete values inside it.
+3. **Sizes as Python ints** (:func:`static_int`, in :mod:`attnkit.validation` and
    :mod:`attnkit.blocked.cost`): the block plan is Python arithmetic on the call's
    sizes; under dynamic shapes ``int()`` specializes them, as ``jax.jit``'s shapes are.
-5. **Traceable Python**: :class:`lazy_attribute` (a ``functools.cached_property``
+4. **Traceable Python**: :class:`lazy_attribute` (a ``functools.cached_property``
    without the lock that Python 3.11's takes and dynamo cannot trace, used by
    :mod:`attnkit.masks`), and loops rather than ``max`` over a generator
    (:func:`attnkit.shapes.broadcast_shapes`).
 
 The backends' side (``attnkit.backends``): the registration of :func:`tracing` (torch's
-``torch.compiler.is_compiling``), torch's kernels selecting on values inside the graph,
-no concrete values (``Backend.concrete_float`` raises ``TypeError``, as under ``jax.jit``) and
-no ``autograd.Function`` while compiling (``Backend.custom_vjp``), and the HF mask
+``torch.compiler.is_compiling``), the ``attnkit::attention`` operator, no concrete
+values (``Backend.concrete_float`` raises ``TypeError``, as under ``jax.jit``) and no
+``autograd.Function`` while compiling (``Backend.custom_vjp``), and the HF mask
 adapter's traced path.
 """
 

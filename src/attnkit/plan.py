@@ -230,15 +230,19 @@ def choose(p: Problem) -> Choice:
     if kernels.block is None and kernels.run is None:
         declined.append(f"the {p.backend.NAME} backend has no block kernels")
         return Choice("generic", declined=declined)
-    if not _block_kernels_apply(p):
+    if not _block_kernels_apply(p, kernels):
         declined.append("block kernels: dropout, weights, lse or a score_mod are computed here")
         return Choice("generic", declined=declined)
     return Choice("blocked kernels", kernels, declined=declined)
 
 
-def _block_kernels_apply(p: Problem) -> bool:
-    """Block kernels give no lse and draw no dropout: only for calls needing neither."""
-    return not (p.need_weights or p.need_lse or p.dropout_p > 0 or p.score_mod is not None)
+def _block_kernels_apply(p: Problem, kernels: Any) -> bool:
+    """Block kernels draw no dropout, give no weights and take no score_mod; they give
+    the lse where the backend's do (``Kernels.block_lse``: a forward saving for the
+    backward pass)."""
+    if p.need_weights or p.dropout_p > 0 or p.score_mod is not None:
+        return False
+    return not p.need_lse or kernels.block_lse is not None
 
 
 def _whole_call_declines(p: Problem) -> tuple[list[str], bool]:

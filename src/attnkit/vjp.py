@@ -245,11 +245,11 @@ def backward_from(
     shape = (*p.out_lead, p.L, p.Ev)
     d = _layout_cotangent(p, d_out, shape, tuple(out.shape))
     back = _saving(p)
-    ops = prepare_operands(back, None)
+    plan = plan_of(back)
+    ops = prepare_operands(back, plan.kernels)
     if p.L == 0 or p.S == 0:
         grads = _zeros(p, ops)
     else:
-        plan = plan_of(back)
         xp = p.xp
         if plan.strategy == "tiles":
             if len(saved) == 3:
@@ -262,14 +262,17 @@ def backward_from(
             lse = saved[1]
             columns = skipped_columns(back, ops, plan)
             grads = blocked_backward(
-                back, ops, out, lse, d, plan.rows, mask_grad, whole_rows, columns
+                back, ops, out, lse, d, plan.rows, mask_grad, whole_rows, columns, plan.kernels
             )
     return _caller_gradients(p, *grads)
 
 
 def _saving(p: Problem) -> Problem:
-    """The call as both passes run it: the array-API executor, with lse."""
-    return replace(p, need_lse=True, need_weights=False, impl="generic")
+    """The call as both passes run it, with lse: the array-API executor, or the
+    backend's block kernels where they give the lse and a fused backward (PyTorch's
+    CPU flash attention, ``Kernels.block_lse``)."""
+    impl = "generic" if p.impl == "reference" else p.impl
+    return replace(p, need_lse=True, need_weights=False, impl=impl)
 
 
 def _layout_cotangent(

@@ -107,7 +107,12 @@ def attend_tile(
     if allowed is not None and not ops.finite:
         q, k, v = neutralize(xp, q, k, v, allowed)
     block = None if kernels is None else kernels.block
-    if block is not None and (ops.finite or kernels.block_masks_nonfinite):
+    if p.need_lse and kernels is not None and kernels.block_lse is not None and ops.finite:
+        mask = kernel_mask(p, ops, t, allowed, kernels.block_wants_additive)
+        both = kernels.block_lse(q, k, v, mask, p.scale)  # (out, lse): a saving forward
+        if both is not None:
+            return both[0], None, both[1]
+    elif block is not None and (ops.finite or kernels.block_masks_nonfinite):
         mask = kernel_mask(p, ops, t, allowed, kernels.block_wants_additive)
         out = block(q, k, v, mask, p.scale, ops.shift_free)
         if out is not None:

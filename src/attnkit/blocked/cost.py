@@ -21,15 +21,12 @@ __all__ = [
     "BAND_WIDTH_ROWS",
     "BLOCK_OVERHEAD_ELEMENTS",
     "DEFAULT_BLOCK_BUDGET",
-    "GRAPH_BLOCKS",
-    "GRAPH_BLOCK_BUDGET",
     "RECOMPUTE_ABOVE_ELEMENTS",
     "SKIP_COLUMNS",
     "TILE_ROWS",
     "choose_band_rows",
     "choose_block_size",
     "choose_tile_size",
-    "graph_block_size",
     "stored_elements",
 ]
 
@@ -122,27 +119,6 @@ def stored_elements(p: Problem, lead: tuple[int, ...], blocks: list[tuple[int, i
         ranges = [(0, g.S)] if p.structure is None else p.structure.key_ranges(g, q_lo, q_hi)
         total += (q_hi - q_lo) * sum(hi - lo for lo, hi in clip_ranges(ranges, g.S))
     return total * prod(lead)
-
-
-#: A traced fallback (the generic path inside ``torch.cond``) unrolls its blocks into the
-#: graph, and compile time grows with them: at most this many blocks where they fit in
-#: GRAPH_BLOCK_BUDGET score elements (causal L = 4096, 8 heads: 96 s to compile with the
-#: default blocks, 18 s with 8 blocks of 512 rows, measured on the project's 2 cores).
-GRAPH_BLOCKS = 8
-GRAPH_BLOCK_BUDGET = 2**24
-
-
-def graph_block_size(p: Problem) -> int:
-    """Query rows per block for a fallback traced into a graph: the power of two that
-    covers L in GRAPH_BLOCKS blocks, halved (down to 16) while a block would hold more
-    than GRAPH_BLOCK_BUDGET score elements (rows x S x heads)."""
-    heads = max(1, static_int(prod(tuple(p.query.shape[:-2]))))
-    rows = 16
-    while rows * GRAPH_BLOCKS < p.L:
-        rows *= 2
-    while rows > 16 and rows * max(p.S, 1) * heads > GRAPH_BLOCK_BUDGET:
-        rows //= 2
-    return rows
 
 
 def choose_band_rows(p: Problem, heads: int, budget: int = DEFAULT_BLOCK_BUDGET) -> int:

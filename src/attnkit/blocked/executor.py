@@ -25,10 +25,10 @@ from .block import attend_block
 from .operands import Prepared, empty_result, prepare_operands
 from .table import live_tiles
 from .tile_loop import tile_attention
-from .tiles import block_plan, block_tile, kernel_mask
-from .translated_runs import Run, find_run
+from .tiles import block_plan
+from .translated_runs import Run, run_of, run_operands
 
-__all__ = ["blocked_attention", "forward"]
+__all__ = ["blocked_attention", "forward", "skipped_columns"]
 
 
 def blocked_attention(p: Problem, plan: Any) -> tuple[Any, Any, Any]:
@@ -65,8 +65,8 @@ def _row_blocks(p: Problem, plan: Any) -> tuple[Any, Any, Any]:
     if p.L == 0:
         return empty_result(p, ops.lead, 0, need_weights)
     rows = plan.rows
-    run = _run_of(p, ops, kernels, need_weights)
-    run_out = None if run is None else _attend_run(p, ops, kernels, run)  # (..., rows, Ev)
+    run = run_of(p, ops, kernels, need_weights)
+    run_out = None if run is None else _attend_run(p, ops, kernels, run)  # (out, lse) | None
     blocks = _segment_blocks(p, rows, None if run_out is None else run)
     columns = None if run_out is not None else skipped_columns(p, ops, plan)
     recompute = p.backend.recompute_block if plain else None
@@ -77,7 +77,7 @@ def _row_blocks(p: Problem, plan: Any) -> tuple[Any, Any, Any]:
     for stream, (q_lo, q_hi, in_run) in enumerate(blocks):
         live = None if columns is None else columns[q_lo // rows]
         if in_run:  # the run's rows, attended above in one kernel call
-            out, w, lse = run_out, None, None
+            (out, lse), w = run_out, None
         elif recompute is None:
             block = None if live is None else block_plan(p, ops, q_lo, q_hi, live)
             out, w, lse = attend_block(p, ops, kernels, q_lo, q_hi, stream, need_weights, block)
@@ -147,18 +147,6 @@ def _common_lead(xp: Any, pieces: list[Any], tail: int) -> list[Any]:
     ]
 
 
-def _run_of(p: Problem, ops: Prepared, kernels: Any, need_weights: bool) -> Run | None:
-    """The run of translated blocks a backend kernel can attend in one call, or None:
-    only for a kernel with ``run``, without weights, without a dense ``attn_mask`` (its
-    tiles differ from block to block), on operands checked finite (the run's tile masks
-    pairs, and its kernel adds -inf)."""
-    if kernels is None or kernels.run is None or need_weights:
-        return None
-    if ops.allowed_mask is not None or ops.additive is not None or not ops.finite:
-        return None
-    return find_run(p, kernels.run_rows)
-
-
 def _segment_blocks(p: Problem, rows: int, run: Run | None) -> list[tuple[int, int, bool]]:
     """(q_lo, q_hi, in_run) for every block in order: blocks of ``rows`` rows before and
     after the run, and the run's rows as one entry with in_run True."""
@@ -169,13 +157,14 @@ def _segment_blocks(p: Problem, rows: int, run: Run | None) -> list[tuple[int, i
     return [*before, (run.q_lo, run.q_hi, True), *after]
 
 
-def _attend_run(p: Problem, ops: Prepared, kernels: Any, run: Run) -> Any:
-    """Out (..., q_hi - q_lo, Ev) of every block of ``run`` from the kernel's one call,
-    or None where the kernel declines (then the run's rows go block by block)."""
-    t = block_tile(p, run.q_lo, run.q_lo + run.rows)  # the first block: (rows, width)
-    _, allowed = block_plan(p, ops, run.q_lo, run.q_lo + run.rows)  # (..., rows, width)
-    mask = None if t is None else kernel_mask(p, ops, t, allowed, kernels.block_wants_additive)
-    q = ops.query[..., run.q_lo : run.q_hi, :]  # (..., blocks * rows, E)
-    k = ops.key[..., run.k_lo : run.k_hi, :]  # (..., (blocks - 1) * rows + width, E)
-    v = ops.value[..., run.k_lo : run.k_hi, :]  # (..., (blocks - 1) * rows + width, Ev)
-    return kernels.run(q, k, v, mask, p.scale, run.rows)
+def _attend_run(p: Problem, ops: Prepared, kernels: Any, run: Run) -> tuple[Any, Any] | None:
+    """(out (..., q_hi - q_lo, Ev), lse or None) of every block of ``run`` from the
+    kernel's one call (with the lse where the call needs it: ``Kernels.run_lse``), or
+    None where the kernel declines (then the run's rows go block by block)."""
+    q, k, v, mask = run_operands(p, ops, kernels, run)
+    if p.need_lse:
+        if kernels.run_lse is None:
+            return None
+        return kernels.run_lse(q, k, v, mask, p.scale, run.rows)
+    out = kernels.run(q, k, v, mask, p.scale, run.rows)
+    return None if out is None else (out, None)

@@ -23,9 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .._problem import Problem
 from ..masks import clip_ranges
+from .operands import Prepared
+from .tiles import block_plan, block_tile, kernel_mask
 
-__all__ = ["Run", "find_run", "uniform_run"]
+__all__ = ["Run", "find_run", "run_of", "run_operands"]
 
 
 @dataclass(frozen=True)
@@ -115,14 +118,25 @@ def _relative_columns(p: Any, q_lo: int, rows: int) -> tuple[int, int] | None:
     return (ranges[0][0] - q_lo, ranges[0][1] - q_lo) if len(ranges) == 1 else None
 
 
-def uniform_run(p: Any, rows: int, min_blocks: int = 2) -> Run | None:
-    """The run of blocks of ``rows`` rows that read keys through one (rows, width) tile:
-    a window's interior (:func:`find_run`), or without any structure every whole block
-    (all S keys, step 0: the last, shorter block stays out); None otherwise (causal
-    attention: no two blocks alike) or with fewer than ``min_blocks`` blocks."""
-    if p.structure is not None:
-        return find_run(p, rows, min_blocks)
-    n = p.L // rows if rows >= 1 else 0
-    if n < max(min_blocks, 2) or p.S < 1:
+def run_of(p: Problem, ops: Prepared, kernels: Any, need_weights: bool) -> Run | None:
+    """The run of translated blocks a backend kernel can attend in one call, or None:
+    only for a kernel with ``run``, without weights, without a dense ``attn_mask`` (its
+    tiles differ from block to block), on operands checked finite (the run's tile masks
+    pairs, and its kernel adds -inf)."""
+    if kernels is None or kernels.run is None or need_weights:
         return None
-    return Run(0, n * rows, 0, rows, p.S, step=0)
+    if ops.allowed_mask is not None or ops.additive is not None or not ops.finite:
+        return None
+    return find_run(p, kernels.run_rows)
+
+
+def run_operands(p: Problem, ops: Prepared, kernels: Any, run: Run) -> tuple[Any, ...]:
+    """(q (..., blocks * rows, E), k, v (..., (blocks - 1) * rows + width, E|Ev), the
+    blocks' one mask (rows, width) in the kernel's form, or None) of ``run``."""
+    t = block_tile(p, run.q_lo, run.q_lo + run.rows)  # the first block: (rows, width)
+    _, allowed = block_plan(p, ops, run.q_lo, run.q_lo + run.rows)  # (..., rows, width)
+    mask = None if t is None else kernel_mask(p, ops, t, allowed, kernels.block_wants_additive)
+    q = ops.query[..., run.q_lo : run.q_hi, :]
+    k = ops.key[..., run.k_lo : run.k_hi, :]
+    v = ops.value[..., run.k_lo : run.k_hi, :]
+    return q, k, v, mask
