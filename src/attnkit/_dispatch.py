@@ -1,13 +1,14 @@
-"""Dispatch: which code computes a validated call, and the two caches of repeated calls.
+"""Dispatch: running a validated call by its plan, and the two caches of repeated calls.
 
-The paths, fastest first (:func:`choose` says which one a call takes, and why the
-faster ones were declined; :func:`attnkit.explain` prints it):
+The paths, fastest first (the call's plan, :func:`attnkit.plan.plan_of`, says which one a
+call takes and why the faster ones were declined; :func:`attnkit.explain` prints it):
 
 1. ``impl="auto"``: the backend's whole-call kernel (``Kernels.attention``: PyTorch's
    ``F.scaled_dot_product_attention``) where its semantics equal attnkit's exactly;
 2. ``impl="auto"``: the blocked executor (:mod:`attnkit.blocked`) handing blocks and
    runs to the backend's block kernels (NumPy's reused-buffer kernel, PyTorch's SDPA);
-3. ``impl="generic"``: the blocked executor in array-API arithmetic only;
+3. ``impl="generic"``: the blocked executor in array-API arithmetic only (its tiles in
+   one compiled loop on JAX);
 4. ``impl="reference"``: the plain full-matrix formula (:mod:`attnkit.reference`).
 
 Plain calls (no window, dropout, score_mod, weights, lse or block size; no mask, or a

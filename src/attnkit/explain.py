@@ -122,6 +122,11 @@ def explain(
     itemsize = 8 if p.compute_dtype == p.xp.float64 else 4
     result = AttentionPlan(p.backend.NAME, plan.path, None, list(plan.declined), plan.strategy)
     result.backward = _backward(p, plan.path)
+    if plan.strategy == "tiles" and result.backward.startswith("attnkit's backward"):
+        result.backward = (
+            "attnkit's backward pass over the same tiles (attnkit.blocked.tile_backward; "
+            "saves q, k, v, out and the rows' maximum and sum)"
+        )
     result.full_pairs = heads * p.L * p.S
     out_bytes = heads * p.L * p.Ev * itemsize
     if plan.strategy == "whole call":
@@ -161,8 +166,8 @@ def _explain_tiles(
     result.pairs_computed = table.tiles * R * C * heads
     result.pairs_attended = _attended(p, [(0, p.L)], heads)
     layout = (
-        f"a band: one tile per query block, starting at its first key, of the {table.n_q} "
-        "query blocks"
+        f"tiles in a band (one per query block of the {table.n_q}, starting at its "
+        "first key)"
         if table.band
         else f"(query block, key block) tiles of the {table.n_q} x {table.n_k} grid"
     )

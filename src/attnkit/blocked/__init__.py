@@ -1,35 +1,27 @@
 """Blocked exact attention: the executor behind ``impl="generic"`` and ``impl="auto"``.
 
-Read it in this order: :mod:`.executor` (the loop over query blocks), :mod:`.block` (one
-block: the plain formula and its exact variants), :mod:`.tiles` (which key columns a
-block reads and which pairs are allowed), :mod:`.operands` (dtypes, the GQA layout, the
-NaN guard), :mod:`.shortcuts`, :mod:`.cost` (block size, recomputation) and
-:mod:`.translated_runs` (a window's interior in one kernel call).
+A call's plan (:mod:`attnkit.plan`) picks one of two strategies, both here:
 
-Loops the framework runs
-------------------------
+**Tiles** (where the backend compiles a loop, ``Backend.map_blocks``: ``jax.lax.scan``).
+The call's L x S pairs are a table of (query block, key block) tiles, full, partial or
+skipped (:mod:`.table`, FlexAttention's ``BlockMask``), built from the structure's
+static ints or read at run time from a mask's data (segment ids, padding lengths, an
+``attn_mask`` array). :mod:`.tile_loop` runs every attended tile through one body per
+kind of tile, each tile's piece merged into its query rows by the online softmax, and
+:mod:`.tile_backward` loops over the same tiles. Every call form (masks, score mods,
+dropout, weights, lse, GQA, offsets, both alignments) is then one program whose size
+does not depend on L (``tests/test_tile_loop.py`` lowers each at two lengths).
 
-**Loops the framework runs.** How the blocks are iterated is the backend's
-(`Backend.map_blocks`); the block's formula stays written once. The blocks of one
-shape (a window's interior, and every whole block of unstructured attention) run as
-one body: a Python loop on NumPy, array-api-strict and PyTorch, a `jax.lax.scan` over
-`lax.dynamic_slice`s with a `jax.checkpoint`ed body on JAX, forward and backward (key
-gradients ride the scan's carry). Under `jax.jit` a window-256 or a dense call lowers
-to the same program at every L (`tests/test_map_blocks.py` counts its StableHLO lines
-at L = 2048 and 8192; the window's edge blocks, a constant number, stay unrolled), and
-`attnkit.explain` names the loop. Causal attention has no two query blocks alike, so on
-JAX it loops over (query block, key block) pairs instead (`attnkit.blocked.pairs`): the
-whole tiles below the diagonal in one loop without a mask, the diagonal's tiles in
-another, each pair's (out, lse) merged into its rows by log-sum-exp, and the backward
-pass over the same pairs. A jitted causal forward+backward is then one program at every
-L: 1,058 StableHLO lines and a 2.3 s compile at both L = 4096 and L = 16384 (B = 1, 8
-heads of 64, float32, this machine unloaded), where unrolled blocks gave 23,275 lines
-and a 203 s compile already at L = 8192 (4 heads). Tiles are 256 x 256 (a step at
-L = 8192 took 9.0 s in tiles of 32 rows, 7.0 s of 128, 6.3 s of 256, 7.0 s of 512);
-`attnkit bench --backward` prints the compile at two lengths (target 5's causal lines).
-NumPy, array-api-strict and PyTorch keep one block per query block (a Python loop
-gains nothing from pairs).
+**Row blocks** (a Python loop: NumPy, array-api-strict, eager PyTorch). Query blocks of
+``rows`` one at a time (:mod:`.executor`), each reading the key columns its structure
+allows (:mod:`.tiles`) through :mod:`.block`'s formula or the backend's block kernel,
+a window's interior in one kernel call (:mod:`.translated_runs`), and the backward pass
+block by block (:mod:`.backward`).
 
+Read it in this order: :mod:`.block` (one block: the plain formula and its exact
+variants), :mod:`.executor`, :mod:`.table` and :mod:`.tile_loop`, then :mod:`.operands`
+(dtypes, the GQA layout, the NaN guard), :mod:`.shortcuts`, :mod:`.cost` (block and tile
+sizes, recomputation) and :mod:`.loop` (the loop's contract).
 """
 
 from __future__ import annotations

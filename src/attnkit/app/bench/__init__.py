@@ -278,7 +278,7 @@ times measure contention, not speed-up: memory per device is the claim. **JAX's 
 is not met since the core loops**: its one-device peak fell from 7,290 MiB (forward)
 and 14,559 MiB (forward + backward), when the core's blocks were unrolled under
 `jax.jit` and XLA kept most of the 8 GiB of scores alive, to 153 and 328 MiB now that
-causal attention runs as one loop over block pairs (see "Loops the framework runs").
+causal attention runs as one loop over its tiles (:mod:`attnkit.blocked`).
 What remains per device is about 85 MiB of the loop's working blocks (one block of
 scores and its softmax terms: the executor sizes its blocks by a fixed budget, not by
 L / P) plus the device's shards of q, k, v and the output; the shards fall as 1/P,

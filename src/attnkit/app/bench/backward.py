@@ -23,7 +23,7 @@ nothing; their verdict lines: :mod:`attnkit.app.bench.backward_report`)::
                                 jax (jit: the blocks are one loop, jax.lax.scan)
     5  window 256, jax          jax.jit compile of the step at L=16384 <= 3 s, and
                                 <= 1.2 x the compile at L=4096; the forward's likewise;
-                                causal attention's step likewise (its block pairs loop)
+                                causal attention's step likewise (its tile loop)
     6  dense L=4096             numpy attention_vjp step / jax.grad of jax.nn (jit) <= 1.0
     7  dense L=32768, one call  peak memory < 2 GiB, torch and jax (jit); jax / torch <= 2
 """
