@@ -13,6 +13,7 @@ saved inputs). Other calls are traced as they are.
 """
 
 import ast
+import functools
 from typing import Any, Optional
 
 import torch
@@ -55,7 +56,9 @@ def _plain(x: Any) -> bool:
     return type(x) in (tuple, list) and all(_plain(v) for v in x)
 
 
-def _options(spec: str) -> dict[str, Any]:
+@functools.lru_cache(maxsize=64)
+def _parsed(spec: str) -> dict[str, Any]:
+    """The options of ``spec`` (parsed once per spec: the operator runs every call)."""
     names = ("is_causal", "scale", "enable_gqa", "causal_alignment", "window", "q_offset",
              "kv_offset", "impl", "block_size", "score_mod")  # fmt: skip
     kw = dict(zip(names, ast.literal_eval(spec), strict=True))
@@ -69,6 +72,10 @@ def _options(spec: str) -> dict[str, Any]:
             score_mods.alibi(heads, list(value)) if kind == "alibi" else score_mods.softcap(value)
         )
     return kw
+
+
+def _options(spec: str) -> dict[str, Any]:
+    return dict(_parsed(spec))
 
 
 @torch.library.custom_op("attnkit::attention", mutates_args=())

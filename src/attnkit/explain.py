@@ -166,8 +166,7 @@ def _explain_tiles(
     result.pairs_computed = table.tiles * R * C * heads
     result.pairs_attended = _attended(p, [(0, p.L)], heads)
     layout = (
-        f"tiles in a band (one per query block of the {table.n_q}, starting at its "
-        "first key)"
+        f"tiles in a band (one per query block of the {table.n_q}, starting at its first key)"
         if table.band
         else f"(query block, key block) tiles of the {table.n_q} x {table.n_k} grid"
     )

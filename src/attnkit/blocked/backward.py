@@ -35,24 +35,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from array_api_compat import device
-
 from .._problem import Problem
 from ..dropout import keep_pattern
 from ..masked_operands import neutralize
-from ..masks import Tile
 from ..score_mods import apply_score_mod, score_mod_derivative
 from .accumulate import SegmentSums, sum_to_shape
+from .fused_backward import FUSED_ROWS, backward_run, block_grads, fused_kernels, run_grads
 from .operands import Prepared
-from .tiles import block_plan, block_tile, kernel_mask, scatter_columns, select_rows
-from .translated_runs import Run, find_run
+from .tiles import block_plan, block_tile, scatter_columns, select_rows
 
-__all__ = ["FUSED_ROWS", "block_ranges", "blocked_backward"]
-
-#: Query rows per block where the backend's fused backward takes the blocks: each call
-#: has a fixed cost (it zeroes buffers the size of its keys), and the backward needs only
-#: the rows' out and lse, so its blocks need not be the forward's.
-FUSED_ROWS = 512
+__all__ = ["block_ranges", "blocked_backward"]
 
 
 def block_ranges(p: Problem, rows: int) -> list[tuple[int, int]]:
@@ -92,12 +84,12 @@ def blocked_backward(
     q_shape, k_shape, v_shape = tuple(ops.query.shape), tuple(ops.key.shape), tuple(ops.value.shape)
     blocks = block_ranges(p, rows)
     mask_shape = None if ops.additive is None or not mask_grad else tuple(ops.additive.shape)
-    fused = _fused(p, ops, kernels, whole_rows, mask_shape)
+    fused = fused_kernels(p, ops, kernels, whole_rows, mask_shape)
     run = None
     if fused is not None and columns is None:
         rows = max(rows, FUSED_ROWS)  # a fused call's fixed cost: fewer, larger blocks
         blocks = block_ranges(p, rows)
-        run = _backward_run(p, ops, fused)
+        run = backward_run(p, ops, fused)
         if run is not None:  # blocks before the run, the run, blocks after it
             blocks = [
                 *((a, min(a + rows, run.q_lo)) for a in range(0, run.q_lo, rows)),
@@ -118,7 +110,7 @@ def blocked_backward(
     dk_sums, dv_sums = SegmentSums(xp, p.S, cuts), SegmentSums(xp, p.S, cuts)
     for stream, ((q_lo, q_hi), t) in enumerate(zip(blocks, tiles, strict=True)):
         if in_run[stream]:  # a window's interior in one fused call
-            dq_run, dk_run, dv_run = _run_grads(p, ops, fused, run, out, lse, d_out)
+            dq_run, dk_run, dv_run = run_grads(p, ops, fused, run, out, lse, d_out)
             dq_parts.append(dq_run)  # (..., run rows, E)
             dk_sums.add(run.k_lo, run.k_hi, dk_run)  # (..., run keys, E)
             dv_sums.add(run.k_lo, run.k_hi, dv_run)
@@ -132,7 +124,7 @@ def blocked_backward(
             continue
         grads = None
         if fused is not None and fused.block_backward is not None:
-            grads = _fused_block(p, ops, fused, t, q_lo, q_hi, out, lse, d_out, lives[stream])
+            grads = block_grads(p, ops, fused, t, q_lo, q_hi, out, lse, d_out, lives[stream])
         if grads is None:
             grads = _block_backward(
                 p, ops, t, q_lo, q_hi, stream, out, lse, d_out, D, whole_rows, lives[stream]
@@ -162,89 +154,6 @@ def blocked_backward(
         else:
             d_mask = dmask_parts[0] if len(dmask_parts) == 1 else xp.concat(dmask_parts, axis=-2)
     return dq, dk, dv, d_mask
-
-
-def _fused(p: Problem, ops: Prepared, kernels: Any, whole_rows: bool, mask_shape: Any) -> Any:
-    """The kernels whose fused backward applies to this call, or None."""
-    if kernels is None or not (whole_rows and ops.finite) or mask_shape is not None:
-        return None
-    if ops.additive is not None or p.dropout_p > 0 or p.score_mod is not None:
-        return None  # a huge additive floor: the kernel reads lse as it stands
-    return kernels
-
-
-#: Query rows per block of a window's run in the fused backward: each block reads
-#: c = ceil((rows + reach) / rows) chunks of ``rows`` keys, whose gradients are c shifted
-#: sums (smaller blocks read fewer keys beyond their window, larger ones sum fewer chunks).
-RUN_BACKWARD_ROWS = 128
-
-
-def _backward_run(p: Problem, ops: Prepared, kernels: Any) -> Run | None:
-    """A window's interior as one run of blocks of :data:`RUN_BACKWARD_ROWS` for the
-    fused backward, or None (no run kernel, a mask, a structure that is no window)."""
-    if kernels.run_backward is None or ops.allowed_mask is not None:
-        return None
-    return find_run(p, RUN_BACKWARD_ROWS)
-
-
-def _run_grads(
-    p: Problem, ops: Prepared, kernels: Any, run: Run, out: Any, lse: Any, d_out: Any
-) -> tuple[Any, Any, Any]:
-    """(dq (..., run rows, E), dk, dv (..., run keys, E|Ev)) of ``run`` from the fused
-    run backward: each block's keys widened to c whole chunks of its rows (keys past S
-    padded, columns past the window masked), its gradients summed to the operands'
-    heads."""
-    xp, r = p.xp, run.rows
-    c = -(-run.width // r)
-    span = (run.blocks + c - 1) * r  # the keys the blocks' widened windows reach
-    k, v = (x[..., run.k_lo : min(p.S, run.k_lo + span), :] for x in (ops.key, ops.value))
-    if k.shape[-2] < span:  # past S: zero keys, masked below
-        k, v = (_pad_rows(xp, x, span) for x in (k, v))
-    g = p.geometry
-    t = Tile(xp, p.device, g, run.q_lo, run.q_lo + r, [(run.k_lo, run.k_lo + c * r)])
-    allowed = p.structure.tile(t)  # (rows, c*rows): the same for every block
-    inside = t.k_index < p.S
-    allowed = inside if allowed is None else allowed & inside
-    rows = slice(run.q_lo, run.q_hi)
-    grads = kernels.run_backward(
-        d_out[..., rows, :], ops.query[..., rows, :], k, v, out[..., rows, :], lse[..., rows],
-        allowed, p.scale, r,
-    )  # fmt: skip
-    if grads is None:
-        raise RuntimeError("the fused run backward declined a run it was offered")
-    dq, dk, dv = grads
-    keys = run.k_hi - run.k_lo
-    q_shape, k_shape, v_shape = tuple(ops.query.shape), tuple(ops.key.shape), tuple(ops.value.shape)
-    return (
-        sum_to_shape(xp, dq, (*q_shape[:-2], dq.shape[-2], q_shape[-1])),
-        sum_to_shape(xp, dk[..., :keys, :], (*k_shape[:-2], keys, k_shape[-1])),
-        sum_to_shape(xp, dv[..., :keys, :], (*v_shape[:-2], keys, v_shape[-1])),
-    )
-
-
-def _pad_rows(xp: Any, x: Any, n: int) -> Any:
-    zeros = xp.zeros((*x.shape[:-2], n - x.shape[-2], x.shape[-1]), dtype=x.dtype,
-                     device=device(x))  # fmt: skip
-    return xp.concat([x, zeros], axis=-2)
-
-
-def _fused_block(
-    p: Problem, ops: Prepared, kernels: Any, t: Any, q_lo: int, q_hi: int, out: Any, lse: Any,
-    d_out: Any, live: Any,
-) -> tuple[Any, Any, Any, Any] | None:  # fmt: skip
-    """One block's (dq, dk, dv, None) from the kernel's fused backward, or None where it
-    declines."""
-    xp = p.xp
-    _, allowed = block_plan(p, ops, q_lo, q_hi, live)
-    mask = kernel_mask(p, ops, t, allowed, kernels.block_wants_additive)
-    q = ops.query[..., q_lo:q_hi, :]
-    k = select_rows(xp, ops.key, t.ranges)
-    v = select_rows(xp, ops.value, t.ranges)
-    rows = slice(q_lo, q_hi)
-    grads = kernels.block_backward(
-        d_out[..., rows, :], q, k, v, out[..., rows, :], lse[..., rows], mask, p.scale
-    )
-    return None if grads is None else (*grads, None)
 
 
 def _mask_rows(p: Problem, ds: Any, mask_shape: tuple[int, ...]) -> Any:

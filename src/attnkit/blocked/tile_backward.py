@@ -33,16 +33,8 @@ from ..score_mods import score_mod_derivative
 from .accumulate import sum_to_shape
 from .operands import Prepared
 from .table import TileTable
-from .tile_loop import (
-    TileList,
-    assemble_tiles,
-    by_kind,
-    pad_rows,
-    run_tiles,
-    tile_lead,
-    tile_mask,
-    tile_scores,
-)
+from .tile_body import TileList, by_kind, pad_rows, run_tiles, tile_lead, tile_mask, tile_scores
+from .tile_weights import assemble_tiles
 
 __all__ = ["tile_backward"]
 
