@@ -132,8 +132,9 @@ class MathBackend:
             for libraries without autodiff.
         select(pred, if_true, if_false, *operands): ``if_true(*operands)`` where the
             traced 0-d bool ``pred`` is True at run time, else ``if_false(*operands)``,
-            running one branch only (``jax.lax.cond``); None (the default) where the
-            library has no such control flow, and the math then takes the safe branch.
+            running one branch only (``jax.lax.cond``: a tile skipped by its kind); None
+            (the default) where the library has no such control flow, and the math then
+            takes the safe branch.
         custom_vjp(forward, backward, *arrays, random): ``forward(*arrays)[0]`` wired
             into the framework's autodiff with the math's own backward pass:
             ``forward(*arrays) -> (out, saved)`` (saved: a tuple of arrays) and
@@ -144,23 +145,24 @@ class MathBackend:
         elementwise_grad(fn, x): the derivative of the elementwise ``fn`` at ``x``
             (``d fn(x) / dx``, of x's shape) by the framework's autodiff, or None (the
             default) for libraries without one.
-        map_blocks(body, starts, operands, sizes, sums=(), merges=()): the executor's
-            loop over blocks of one uniform shape: for each block b, ``body`` on the
-            slices ``x[..., starts[b][i] : starts[b][i] + sizes[i], :]`` of
-            ``operands[i]`` (axis -2), returning a tuple of arrays (..., rows, X). The
-            first outputs come back stacked: every block's concatenated on axis -2, in
-            order. The next ``len(merges)`` are pieces of attention packed [out | lse]
-            (..., rows, Ev + 1): with ``merges[j] = (i, n)`` block b's merges into rows
-            [starts[b][i], starts[b][i] + sizes[i]) of an (..., n, Ev + 1) array that
-            starts as attention over no key, by :func:`attnkit.merge.merge_packed`
-            (causal attention's block pairs; passed only when not empty). The last
-            ``len(sums)`` are added up: with ``sums[j] = (i, n)``, block b's output adds
-            into rows [starts[b][i], starts[b][i] + sizes[i]) of a zero (..., n, X) array
-            (the rows it read of operand i: key gradients). None (the default): the
-            math's own Python loop (NumPy, array-api-strict, eager PyTorch:
-            :func:`attnkit.blocked.loop.python_loop`); JAX declares ``jax.lax.scan`` with
-            ``lax.dynamic_slice`` and ``jax.checkpoint`` on the body, so that a jitted
-            program holds the body once, whatever the number of blocks.
+        map_blocks(body, starts, operands, sizes, sums=(), merges=()): the loop over
+            the tile table (:mod:`attnkit.blocked.loop` states the contract): for each
+            tile b, ``body(starts[b], *slices)`` on the slices ``x[..., starts[b][i] :
+            starts[b][i] + sizes[i], :]`` of ``operands[i]`` (axis -2; the entries of
+            ``starts[b]`` after the operands' are the body's own: a stream, a kind),
+            returning a tuple of arrays (..., rows, X). The first outputs come back
+            stacked, every tile's concatenated on axis -2 in order; the next
+            ``len(merges)`` are pieces of attention packed [acc | m | l]
+            (..., rows, Ev + 2), each merged into its rows of an (..., n, Ev + 2) array
+            that starts as attention over no key (:func:`attnkit.merge.merge_packed`, the
+            online softmax); the last ``len(sums)`` are added into their rows of a zero
+            (..., n, X) array (key gradients). ``starts`` is a list of int tuples, or an
+            int array (tiles, entries) computed at run time (a tile's kind read from a
+            mask's data). None (the default): the math's own Python loop (NumPy,
+            array-api-strict, eager PyTorch: :func:`attnkit.blocked.loop.python_loop`);
+            JAX declares ``jax.lax.scan`` with ``lax.dynamic_slice`` and
+            ``jax.checkpoint`` on the body, so that a jitted program holds the body once,
+            whatever the number of tiles.
             ``map_blocks_loop`` names the loop (:func:`attnkit.explain`) and
             ``map_blocks_recomputes`` says whether autodiff recomputes the body in the
             backward pass rather than storing its scores.

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import masks
-from ._problem import Problem
+from ._problem import Problem, gqa_layout
 from .blocked import cost
 from .blocked.table import TileTable, band_width, build_band, build_table
-from .shapes import prod
+from .shapes import broadcast_shapes, prod
 
 __all__ = ["STRATEGIES", "Choice", "Plan", "choose", "plan_of", "table_of"]
 
@@ -175,9 +175,6 @@ def table_of(
 
 def _lead(p: Problem) -> tuple[int, ...]:
     """The broadcast leading dims of the executor's operands (the GQA layout)."""
-    from ._problem import gqa_layout
-    from .shapes import broadcast_shapes
-
     lead = broadcast_shapes(*(tuple(x.shape[:-2]) for x in gqa_layout(p) if x is not None))
     return lead or ()
 
