@@ -38,13 +38,14 @@ from typing import Any
 from .._problem import Problem
 from ..dropout import keep_pattern
 from ..masked_operands import neutralize
-from ..score_mods import apply_score_mod, score_mod_derivative
+from ..score_mods import score_mod_derivative
 from .accumulate import SegmentSums, sum_to_shape
+from .block import tile_scores
 from .fused_backward import FUSED_ROWS, backward_run, block_grads, fused_kernels, run_grads
 from .operands import Prepared
 from .tiles import block_plan, block_tile, scatter_columns, select_rows
 
-__all__ = ["block_ranges", "blocked_backward"]
+__all__ = ["block_ranges", "blocked_backward", "weight_grads"]
 
 
 def block_ranges(p: Problem, rows: int) -> list[tuple[int, int]]:
@@ -208,13 +209,7 @@ def _tile_backward(
     xp = p.xp
     if allowed is not None and not ops.finite:
         q, k, v = neutralize(xp, q, k, v, allowed)
-    raw = (q * p.scale) @ xp.matrix_transpose(k)  # (..., Bq, Sk)
-    modified = raw
-    if p.score_mod is not None:
-        modified = apply_score_mod(p.score_mod, xp, raw, t, p.num_heads, p.gqa_groups)
-    scores = modified
-    if ops.additive is not None:
-        scores = scores + t.columns(t.rows(ops.additive))
+    raw, modified, scores = tile_scores(p, ops, t, q, k)  # (..., Bq, Sk)
     live = xp.isfinite(lse_b)  # False on rows with nothing to attend (lse = -inf)
     shift = xp.where(live, lse_b, xp.zeros_like(lse_b))
     e = xp.exp(scores - shift[..., None])  # (..., Bq, Sk)
@@ -223,6 +218,19 @@ def _tile_backward(
     if whole_rows:  # exact weights even where lse's rounding absorbed log(n) (docstring)
         total = xp.sum(P, axis=-1, keepdims=True)  # (..., Bq, 1): 1 unless lse rounded
         P = P / xp.where(total > 0, total, xp.ones_like(total))
+    return weight_grads(p, ops, t, raw, modified, P, q, k, v, dO, D_b[..., None], stream)
+
+
+def weight_grads(
+    p: Problem, ops: Prepared, t: Any, raw: Any, modified: Any, P: Any, q: Any, k: Any,
+    v: Any, dO: Any, D: Any, stream: Any,
+) -> tuple[Any, Any, Any, Any]:  # fmt: skip
+    """(dq (..., Bq, E), dk (..., Sk, E), dv (..., Sk, Ev), dS (..., Bq, Sk)) of a tile
+    from its weights ``P`` (..., Bq, Sk) (0 where not allowed), its scores before and
+    after the score modifier, its operands, dO (..., Bq, Ev) and D = rowsum(dO * O)
+    (..., Bq, 1); ``stream`` redraws the forward's dropout. The module docstring's
+    formula, written once for the row blocks and the tiles."""
+    xp = p.xp
     dP = dO @ xp.matrix_transpose(v)  # (..., Bq, Sk): d loss / d dropped weights
     Pd = P
     if p.dropout_p > 0:
@@ -230,7 +238,7 @@ def _tile_backward(
         Pd = xp.where(kept, P / keep_prob, xp.zeros_like(P))
         dP = xp.where(kept, dP / keep_prob, xp.zeros_like(dP))
     dv = xp.matrix_transpose(Pd) @ dO  # (..., Sk, Ev)
-    dS = P * (dP - D_b[..., None])  # (..., Bq, Sk)
+    dS = P * (dP - D)  # (..., Bq, Sk)
     if not ops.finite:  # a masked pair's 0 * (inf - D) is NaN: exactly 0 there
         dS = xp.where(P != 0, dS, xp.zeros_like(dS))
     dR = dS

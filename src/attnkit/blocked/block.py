@@ -26,14 +26,14 @@ from ..softmax import masked_softmax, softmax_denominator, softmax_numerator, so
 from .operands import Prepared, empty_result
 from .tiles import block_plan, kernel_mask, scatter_columns, select_rows
 
-__all__ = ["attend_block", "attend_tile", "block_formula", "block_values"]
+__all__ = ["attend_block", "attend_tile", "block_formula", "block_values", "tile_scores"]
 
 
 def block_formula(
     p: Problem, ops: Prepared, t: Any, q: Any, k: Any, v: Any, allowed: Any, stream: int
 ) -> tuple[Any, Any, Any]:
     """The plain formula on one tile: (out (..., Bq, Ev), weights (..., Bq, Sk), lse)."""
-    scores = _scores(p, ops, t, q, k)  # (..., Bq, Sk)
+    _, _, scores = tile_scores(p, ops, t, q, k)  # (..., Bq, Sk)
     weights, lse = masked_softmax(p.xp, scores, allowed)  # (..., Bq, Sk), (..., Bq)
     if p.dropout_p > 0:
         weights = apply_dropout(p, weights, stream)
@@ -41,14 +41,20 @@ def block_formula(
     return out, weights, lse
 
 
-def _scores(p: Problem, ops: Prepared, t: Any, q: Any, k: Any) -> Any:
-    """(q * scale) @ k^T, the score modifier, the additive mask: (..., Bq, Sk)."""
-    scores = (q * p.scale) @ p.xp.matrix_transpose(k)  # scaled block by block
+def tile_scores(p: Problem, ops: Prepared, t: Any, q: Any, k: Any) -> tuple[Any, Any, Any]:
+    """(raw, modified, scores) of a tile (..., Bq, Sk): raw = (q * scale) @ k^T (scaled
+    block by block), modified = score_mod(raw) with the tile's positions, scores =
+    modified + the additive mask's tile. The forward reads ``scores``; the backward
+    also ``raw`` and ``modified`` (the score modifier's derivative)."""
+    xp = p.xp
+    raw = (q * p.scale) @ xp.matrix_transpose(k)  # (..., Bq, Sk)
+    modified = raw
     if p.score_mod is not None:
-        scores = apply_score_mod(p.score_mod, p.xp, scores, t, p.num_heads, p.gqa_groups)
+        modified = apply_score_mod(p.score_mod, xp, raw, t, p.num_heads, p.gqa_groups)
+    scores = modified
     if ops.additive is not None:
         scores = scores + t.columns(t.rows(ops.additive))
-    return scores
+    return raw, modified, scores
 
 
 def attend_block(
@@ -122,7 +128,7 @@ def attend_tile(
         if need_weights:
             weights = scatter_columns(xp, weights, t.ranges, p.S, p.device)  # (..., Bq, S)
         return out, (weights if need_weights else None), lse
-    scores = _scores(p, ops, t, q, k)  # (..., Bq, Sk)
+    _, _, scores = tile_scores(p, ops, t, q, k)  # (..., Bq, Sk)
     maskable = allowed is not None or ops.additive is not None
     if with_ones:
         e, row_max = softmax_numerator(xp, scores, allowed, maskable, ops.shift_free)

@@ -29,11 +29,12 @@ from typing import Any
 from .._problem import Problem
 from ..masked_operands import neutralize
 from ..masks import LoopTile
-from ..score_mods import score_mod_derivative
 from .accumulate import sum_to_shape
+from .backward import weight_grads
+from .block import tile_scores
 from .operands import Prepared
 from .table import TileTable
-from .tile_body import TileList, by_kind, pad_rows, run_tiles, tile_lead, tile_mask, tile_scores
+from .tile_body import TileList, by_kind, pad_rows, run_tiles, tile_lead, tile_mask
 from .tile_weights import assemble_tiles
 
 __all__ = ["tile_backward"]
@@ -134,26 +135,7 @@ def _grads(
         P = xp.exp(scores - xp.where(live, m, 0.0)) / xp.where(live, total, 1.0)
         keep = live if allowed is None else (allowed & live)
         P = xp.where(keep, P, 0.0)  # (..., R, C): the forward's weights
-        dP = dO @ xp.matrix_transpose(v)  # (..., R, C)
-        Pd = P
-        if p.dropout_p > 0:
-            keep_prob = 1.0 - p.dropout_p
-            kept = p.backend.dropout_keep(p.rng, tuple(P.shape), keep_prob, like=P, stream=at[5])
-            Pd = xp.where(kept, P / keep_prob, 0.0)
-            dP = xp.where(kept, dP / keep_prob, 0.0)
-        dv = xp.matrix_transpose(Pd) @ dO  # (..., C, Ev)
-        dS = P * (dP - D)  # (..., R, C)
-        if not ops.finite:  # a masked pair's 0 * (inf - D) is NaN: exactly 0 there
-            dS = xp.where(P != 0, dS, 0.0)
-        dR = dS
-        if p.score_mod is not None:
-            slope = score_mod_derivative(
-                p.score_mod, p.backend, xp, raw, modified, t, p.num_heads, p.gqa_groups
-            )
-            if not (isinstance(slope, float) and slope == 1.0):
-                dR = dS * slope
-        dq = (dR @ k) * p.scale  # (..., R, E)
-        dk = (xp.matrix_transpose(dR) @ q) * p.scale  # (..., C, E)
+        dq, dk, dv, dS = weight_grads(p, ops, t, raw, modified, P, q, k, v, dO, D, at[5])
         grads = [sum_to_shape(xp, g, s) for g, s in zip((dq, dk, dv), shaped, strict=False)]
         if kind is not None:
             piece = xp.matrix_transpose(dS) if kind == "cols" else dS  # cols: (.., C, R)

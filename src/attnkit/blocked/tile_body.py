@@ -16,8 +16,8 @@ from typing import Any
 from .._problem import Problem
 from ..masked_operands import allowed_pairs
 from ..masks import FULL, PARTIAL, LoopTile
-from ..score_mods import apply_score_mod
 from ..shapes import broadcast_shapes
+from .block import tile_scores
 from .loop import map_blocks, python_loop
 from .operands import Prepared
 from .table import TileTable, live_tiles, tile_ids
@@ -195,20 +195,6 @@ def tile_mask(p: Problem, ops: Prepared, table: TileTable, t: LoopTile) -> Any:
         inside = t.q_index < p.L  # (Bq, 1): padded rows
         allowed = allowed & inside
     return allowed
-
-
-def tile_scores(p: Problem, ops: Prepared, t: LoopTile, q: Any, k: Any) -> tuple[Any, Any, Any]:
-    """(raw, modified, scores) of a tile (..., Bq, Bk): raw = (q * scale) @ k^T,
-    modified = score_mod(raw), scores = modified + the additive mask's tile."""
-    xp = p.xp
-    raw = (q * p.scale) @ xp.matrix_transpose(k)  # (..., Bq, Bk)
-    modified = raw
-    if p.score_mod is not None:
-        modified = apply_score_mod(p.score_mod, xp, raw, t, p.num_heads, p.gqa_groups)
-    scores = modified
-    if ops.additive is not None:
-        scores = scores + t.columns(t.rows(ops.additive))
-    return raw, modified, scores
 
 
 def run_tiles(

@@ -37,6 +37,7 @@ from ..masked_operands import neutralize, weighted_values
 from ..masks import LoopTile
 from ..merge import finish_packed, merge_packed, no_keys
 from ..softmax import softmax_numerator
+from .block import tile_scores
 from .operands import Prepared
 from .table import TileTable
 from .tile_body import (
@@ -47,7 +48,6 @@ from .tile_body import (
     run_tiles,
     tile_lead,
     tile_mask,
-    tile_scores,
 )
 from .tile_weights import tile_weights
 

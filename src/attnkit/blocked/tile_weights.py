@@ -15,9 +15,10 @@ from typing import Any
 from .._problem import Problem
 from ..masked_operands import neutralize
 from ..masks import LoopTile
+from .block import tile_scores
 from .operands import Prepared
 from .table import TileTable
-from .tile_body import TileList, by_kind, device_of, pad_rows, run_tiles, tile_mask, tile_scores
+from .tile_body import TileList, by_kind, device_of, pad_rows, run_tiles, tile_mask
 
 __all__ = ["assemble_tiles", "tile_weights"]
 

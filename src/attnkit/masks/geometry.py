@@ -43,8 +43,25 @@ class Geometry:
     kv_offset: int = 0
 
 
+class _Positions:
+    """Absolute positions of a tile's rows and columns from its local indices."""
+
+    geometry: Geometry
+    q_index: Any
+    k_index: Any
+
+    def q_pos(self, alignment: str = "top_left") -> Any:
+        g = self.geometry
+        shift = g.S - g.L if alignment == "bottom_right" else 0
+        return self.q_index + (g.q_offset + shift)
+
+    @lazy_attribute
+    def k_pos(self) -> Any:
+        return self.k_index + self.geometry.kv_offset
+
+
 @dataclass
-class Tile:
+class Tile(_Positions):
     """Query rows [q_lo, q_hi) against the key columns in ``ranges`` (local indices)."""
 
     xp: Any
@@ -64,15 +81,6 @@ class Tile:
         parts = [xp.arange(lo, hi, device=self.device) for lo, hi in self.ranges]
         return (parts[0] if len(parts) == 1 else xp.concat(parts))[None, :]
 
-    def q_pos(self, alignment: str = "top_left") -> Any:
-        g = self.geometry
-        shift = g.S - g.L if alignment == "bottom_right" else 0
-        return self.q_index + (g.q_offset + shift)
-
-    @lazy_attribute
-    def k_pos(self) -> Any:
-        return self.k_index + self.geometry.kv_offset
-
     def columns(self, x: Any) -> Any:
         """The selected columns of x's last axis (x itself where that axis is 1)."""
         if x.shape[-1] == 1:
@@ -89,7 +97,7 @@ class Tile:
         return self.q_lo, self.q_hi, self.ranges[0][0], self.ranges[-1][1]
 
 
-class LoopTile:
+class LoopTile(_Positions):
     """The tile of a loop over tiles: query rows [q_start, q_start + n_rows) against key
     columns [k_start, k_start + n_cols), where the starts may be traced integers (0-d
     arrays inside ``jax.lax.scan``) and the sizes are static. The same interface as
@@ -118,15 +126,6 @@ class LoopTile:
     @lazy_attribute
     def k_index(self) -> Any:  # (1, Bk) local column indices
         return (self.xp.arange(self.n_cols, device=self.device) + self.k_start)[None, :]
-
-    def q_pos(self, alignment: str = "top_left") -> Any:
-        g = self.geometry
-        shift = g.S - g.L if alignment == "bottom_right" else 0
-        return self.q_index + (g.q_offset + shift)
-
-    @lazy_attribute
-    def k_pos(self) -> Any:
-        return self.k_index + self.geometry.kv_offset
 
     def span(self) -> None:
         return None
