@@ -21,7 +21,9 @@ gradient 0 (the core's merge and backward are NaN-free there).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import weakref
 from typing import Any
 
 import torch
@@ -46,7 +48,9 @@ class _Plan:
 
     def __init__(self, call: Call, layout: str) -> None:
         kw = dict(call.kwargs)
-        self.call, P, r = call, call.world, call.rank
+        # The output's autograd node keeps this plan: the group is held weakly (group).
+        self._group = weakref.ref(call.group)
+        self.call, P, r = dataclasses.replace(call, group=None), call.world, call.rank
         q_off, kv_off = kw.pop("q_offset", 0), kw.pop("kv_offset", 0)
         if kw.pop("causal_alignment", "top_left") == "bottom_right":
             q_off += call.S - call.L  # bottom_right = top_left with q_offset + S - L
@@ -65,6 +69,20 @@ class _Plan:
                                for kp in held
                                if not pair_is_empty(rule, qp, kp, q_off, kv_off)])  # fmt: skip
         self.kv_pieces = kv_all
+
+    @property
+    def group(self) -> Any:
+        """The call's process group, held weakly: an output kept alive (its autograd node
+        holds this plan) must not keep the group's gloo threads running past
+        ``destroy_process_group``, to be torn down while the interpreter exits."""
+        group = self._group()
+        if group is None:
+            raise RuntimeError(
+                "ring_attention: the process group of this call's forward was destroyed "
+                "(torch.distributed.destroy_process_group) before its backward ran; run "
+                "backward before destroying the group."
+            )
+        return group
 
     def offsets(self, qp: Piece, kp: Piece) -> dict[str, Any]:
         return {"q_offset": self.q_offset + qp.start, "kv_offset": self.kv_offset + kp.start}
@@ -87,10 +105,10 @@ def _rows(x: Any, piece: Piece) -> Any:
     return x[..., piece.local : piece.local + piece.length, :]  # (..., n_piece, E)
 
 
-def _exchange(call: Call, tensors: list[Any]) -> tuple[list[Any], list[Any]]:
+def _exchange(plan: _Plan, tensors: list[Any]) -> tuple[list[Any], list[Any]]:
     """Post sends of ``tensors`` to rank r + 1 and receives of as many from rank r - 1
     (group ranks); returns (buffers, requests): wait on the requests before reading."""
-    g, P, r = call.group, call.world, call.rank
+    g, P, r = plan.group, plan.call.world, plan.call.rank
     nxt, prv = dist.get_global_rank(g, (r + 1) % P), dist.get_global_rank(g, (r - 1) % P)
     sent = [t.contiguous() for t in tensors]  # kept alive until the requests finish
     bufs = [torch.empty_like(t) for t in sent]
@@ -115,7 +133,7 @@ class _Ring(torch.autograd.Function):
         seg = call.segments
         cur = [k, v] if seg is None else [k, v, seg.kv_ids]  # what travels: K, V (, ids)
         for t, pairs in enumerate(plan.steps):
-            pending = _exchange(call, cur) if t < call.world - 1 else None
+            pending = _exchange(plan, cur) if t < call.world - 1 else None
             k_cur, v_cur, ids_cur = (*cur, None)[:3]
             for i, kp in pairs:
                 qp = plan.q_pieces[i]
@@ -157,7 +175,7 @@ class _Ring(torch.autograd.Function):
         seg = call.segments
         cur = [k, v] if seg is None else [k, v, seg.kv_ids]  # what travels: K, V (, ids)
         for t, pairs in enumerate(plan.steps):
-            pending = _exchange(call, cur) if t < call.world - 1 else None
+            pending = _exchange(plan, cur) if t < call.world - 1 else None
             k_cur, v_cur, ids_cur = (*cur, None)[:3]
             for i, kp in pairs:
                 qp = plan.q_pieces[i]
@@ -177,6 +195,6 @@ class _Ring(torch.autograd.Function):
                 cur, reqs = pending
                 _wait(reqs)
             if call.world > 1:  # dK, dV follow K, V one hop (the last hop brings them home)
-                (dk_cur, dv_cur), reqs = _exchange(call, [dk_cur, dv_cur])
+                (dk_cur, dv_cur), reqs = _exchange(plan, [dk_cur, dv_cur])
                 _wait(reqs)
         return None, dq.to(q.dtype), dk_cur.to(k.dtype), dv_cur.to(v.dtype)
