@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["OPTION_NAMES", "Options"]
+__all__ = ["ARRAY_NAMES", "OPTION_NAMES", "Options"]
 
 
 class Options(NamedTuple):
@@ -62,15 +62,31 @@ class Options(NamedTuple):
         """The options among a public function's arguments (its ``locals()`` on entry),
         absent ones at their defaults (:func:`attnkit.attention_vjp` has no
         ``return_weights``): the public signatures list the parameters, and this builds
-        the options from them without listing them again."""
-        try:  # every option among the arguments (torch.compile traces this; not itemgetter)
-            return _NEW(cls, [arguments[name] for name in OPTION_NAMES])
-        except KeyError:  # some absent: their defaults
-            get = arguments.get
-            return cls._make([get(name, default) for name, default in _DEFAULTS])
+        the options from them without listing them again. A name that is neither an
+        option nor one of the arrays (:data:`ARRAY_NAMES`) raises ``TypeError``: a
+        signature whose parameter is misspelled would otherwise pass its default."""
+        if len(arguments) == _EVERY:  # query, key, value and every option: the fast path
+            try:  # (torch.compile traces this; not itemgetter)
+                return _NEW(cls, [arguments[name] for name in OPTION_NAMES])
+            except KeyError:
+                pass
+        unknown = arguments.keys() - _KNOWN
+        if unknown:
+            raise TypeError(
+                f"Options.of: {sorted(unknown)} are not options of an attention call "
+                f"(options: {', '.join(OPTION_NAMES)}; arrays: {', '.join(ARRAY_NAMES)}); "
+                "name the public function's parameters after the Options fields."
+            )
+        get = arguments.get
+        return cls._make([get(name, default) for name, default in _DEFAULTS])
 
 
 #: The options' names, in the public signature's order.
 OPTION_NAMES: tuple[str, ...] = Options._fields
 _DEFAULTS = tuple(Options._field_defaults.items())
 _NEW = tuple.__new__
+#: The array parameters of the public functions that take options: the call's three, and
+#: the saved output, lse and cotangent of the key-block backward (partial_attention_vjp).
+ARRAY_NAMES: tuple[str, ...] = ("query", "key", "value", "out", "lse", "d_out")
+_KNOWN = frozenset(OPTION_NAMES + ARRAY_NAMES)
+_EVERY = len(OPTION_NAMES) + 3
