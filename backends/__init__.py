@@ -55,12 +55,13 @@ from attnkit import registry as _registry
 from attnkit.errors import ArgumentTypeError
 from attnkit.shapes import type_name
 
-from .protocol import Backend, Kernels, MathBackend, ToolBackend
+from .protocol import Backend, BlockTasks, Kernels, MathBackend, ToolBackend
 
 __all__ = [
     "GENERIC",
     "NAMES",
     "Backend",
+    "BlockTasks",
     "Kernels",
     "MathBackend",
     "ToolBackend",

@@ -14,11 +14,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from attnkit.backend_protocol import Kernels, MathBackend
+from attnkit.backend_protocol import BlockTasks, Kernels, MathBackend
 from attnkit.errors import ArgumentTypeError
 from attnkit.shapes import type_name
 
-__all__ = ["Backend", "Kernels", "MathBackend", "ToolBackend"]
+__all__ = ["Backend", "BlockTasks", "Kernels", "MathBackend", "ToolBackend"]
 
 
 class ToolBackend:

@@ -253,7 +253,7 @@ def test_block_size_counts_only_the_scores_held():
     q = rng.standard_normal((1, 8, 4096, 64)).astype("float32")
     p = problem(q, q, q)
     kernels = p.backend.kernels
-    assert kernels.block_held_scores is not None
+    assert kernels.block_tasks is not None
     held = choose_block_size(p, (1, 8), kernels)
     every_head = choose_block_size(p, (1, 8), None)
     assert held > every_head, (held, every_head)

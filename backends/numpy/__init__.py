@@ -9,7 +9,7 @@ from attnkit.errors import ArgumentTypeError
 from attnkit.shapes import type_name
 
 from .. import Backend, Kernels
-from .kernel import block_attention, held_scores
+from .kernel import block_attention, block_tasks
 
 __all__ = ["BACKEND", "NumpyBackend"]
 
@@ -28,7 +28,7 @@ class NumpyBackend(Backend):
         block_masks_nonfinite=True,  # masked scores are replaced, never added to
         block_reads_shift_free=True,
         block_overhead_per_head=OVERHEAD_PER_HEAD_ELEMENTS,
-        block_held_scores=held_scores,  # one task's slice of rows per thread
+        block_tasks=block_tasks,  # one task's slice of rows per thread
     )
 
     def from_numpy(self, a: Any, dtype: str, device: Any = None) -> Any:

@@ -23,9 +23,10 @@ import math
 import threading
 from typing import Any
 
+from .. import BlockTasks
 from .threads import MIN_PARALLEL_ELEMENTS, blas_threads, run_parallel
 
-__all__ = ["MIN_TASK_ROWS", "TASK_ELEMENTS", "block_attention", "held_scores", "task_rows"]
+__all__ = ["MIN_TASK_ROWS", "TASK_ELEMENTS", "block_attention", "block_tasks", "task_rows"]
 
 _SCRATCH = threading.local()
 
@@ -40,11 +41,10 @@ def task_rows(Sk: int) -> int:
     return max(MIN_TASK_ROWS, TASK_ELEMENTS // max(Sk, 1))
 
 
-def held_scores(rows: int, width: int, heads: int) -> int:
-    """Score elements this kernel holds at once for a block of ``rows`` x ``width``
-    over ``heads`` heads: one task's slice of rows per thread (for the executor's memory
-    budget)."""
-    return min(rows * heads, blas_threads() * min(rows, task_rows(width))) * width
+def block_tasks() -> BlockTasks:
+    """How this kernel holds a block's scores (for the executor's memory budget): one
+    task's slice of rows per thread, as many threads as BLAS may use now."""
+    return BlockTasks(blas_threads(), TASK_ELEMENTS, MIN_TASK_ROWS)
 
 
 def block_attention(

@@ -18,8 +18,9 @@ before reuse its validation (which reads no values), and where it went to the wh
 kernel, go straight to the backend's plan for that signature (``Kernels.attention_plan``
 without a mask; the kernel itself, its arguments bound, with one): a decoding loop, a
 padded batch of a transformers model included, pays for its checks and dispatch once.
-Both caches hold at most 64 signatures and no arrays. Nothing is cached while
-``torch.compile`` traces (:func:`attnkit.compiling.tracing`).
+Its plan is kept too (on backends without autodiff). The caches hold at most 64
+signatures each and no arrays. Nothing is cached while ``torch.compile`` traces
+(:func:`attnkit.compiling.tracing`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ _VALIDATED: dict[tuple[Any, ...], Problem] = {}
 #: The backend's plan (a function of query, key, value) of plain signatures that went
 #: to its whole-call kernel.
 _PLANS: dict[tuple[Any, ...], Any] = {}
+#: attnkit's plan of plain signatures on backends without autodiff (elsewhere a plan may
+#: read whether the call records gradients, which the signature does not hold).
+_PLANNED: dict[tuple[Any, ...], Plan] = {}
 
 
 def signature(query: Any, key: Any, value: Any, o: Options) -> tuple[Any, ...] | None:
@@ -117,7 +121,11 @@ def attend(p: Problem, sig: tuple[Any, ...] | None = None) -> tuple[Any, Any, An
     ``sig``: the call's plain signature, remembered."""
     if sig is not None and sig not in _VALIDATED:
         _remember(_VALIDATED, sig, replace(p, query=None, key=None, value=None, mask=None))
-    plan = plan_of(p)
+    plan = None if sig is None else _PLANNED.get(sig)
+    if plan is None:
+        plan = plan_of(p)
+        if sig is not None and p.backend.custom_vjp is None:
+            _remember(_PLANNED, sig, plan)
     if plan.strategy == "reference":
         return reference_attention(p)
     if plan.strategy == "whole call":

@@ -156,18 +156,20 @@ def scaled_dot_product_attention(
     out, sig = _dispatch.planned(query, key, value, options)
     if out is not None:  # a plain call of a signature seen before, straight to its kernel
         return out
-    done, out = compiled_call(query, key, value, options, _attention)
-    if done:  # a backend that compiles (JAX): this signature's program
-        return out
-    return _attention(query, key, value, options, sig)
+    known = _dispatch.known_problem(sig, query, key, value, options.attn_mask)
+    if known is None:  # (a plain signature seen before ran as it is: no program)
+        done, out = compiled_call(query, key, value, options, _attention)
+        if done:  # a backend that compiles (JAX): this signature's program
+            return out
+    return _attention(query, key, value, options, sig, known)
 
 
-def _attention(query: Any, key: Any, value: Any, options: Options, sig: Any = None) -> Any:
+def _attention(
+    query: Any, key: Any, value: Any, options: Options, sig: Any = None, known: Any = None
+) -> Any:
     """validate -> plan -> run: the call's result (its ``sig``, where it is a plain call,
-    remembered by the dispatch's caches)."""
-    problem = _dispatch.known_problem(sig, query, key, value, options.attn_mask) or validate(
-        query, key, value, options
-    )
+    remembered by the dispatch's caches; ``known``: its Problem, validated before)."""
+    problem = known or validate(query, key, value, options)
     out, weights, lse = _dispatch.attend(problem, sig)
     return _finish(problem, out, weights, lse)
 

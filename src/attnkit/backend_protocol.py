@@ -15,12 +15,33 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import ArgumentTypeError
 from .shapes import type_name
 
-__all__ = ["Kernels", "MathBackend"]
+__all__ = ["BlockTasks", "Kernels", "MathBackend"]
+
+
+class BlockTasks(NamedTuple):
+    """A block kernel that computes a block in tasks, one head's slice of rows each, one
+    task per thread at a time: ``threads`` at once, a task at most ``task_elements``
+    scores and at least ``min_task_rows`` rows. The figures of one call (the thread count
+    may change between calls)."""
+
+    threads: int
+    task_elements: int
+    min_task_rows: int
+
+    def held(self, rows: int, width: int, heads: int) -> int:
+        """Score elements held at once for a block of ``rows`` x ``width`` keys over
+        ``heads``: every thread's task, or the whole block where it is smaller::
+
+            min(rows * heads, threads * min(rows, task rows)) * width
+            task rows = max(min_task_rows, task_elements // width)
+        """
+        task = max(self.min_task_rows, self.task_elements // max(width, 1))
+        return min(rows * heads, self.threads * min(rows, task)) * width
 
 
 @dataclass(frozen=True)
@@ -62,9 +83,9 @@ class Kernels:
     ``block_reads_shift_free``        the executor decides the shift-free bound for it.
     ``block_overhead_per_head``       its fixed cost per head of a block, in score
                                       elements of work (for the choice of block size).
-    ``block_held_scores(rows, width, heads)``
-                                      score elements it holds at once for a block (for
-                                      the executor's memory budget), or None: all of them.
+    ``block_tasks()``                 how it holds a block's scores (:class:`BlockTasks`,
+                                      for the executor's memory budget; read once per
+                                      call), or None: all of them at once.
     ``block_wants_additive``          the block and run kernels take masks in additive
                                       form (0 / -inf in the compute dtype), which the
                                       executor makes once per tile.
@@ -89,7 +110,7 @@ class Kernels:
     block_masks_nonfinite: bool = False
     block_reads_shift_free: bool = False
     block_overhead_per_head: int = 0
-    block_held_scores: Callable[[int, int, int], int] | None = None
+    block_tasks: Callable[[], BlockTasks] | None = None
     block_wants_additive: bool = False
     block_lse: Callable[..., Any] | None = None
     run_lse: Callable[..., Any] | None = None

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["lazy_attribute", "register_tracing", "static_int", "tracing"]
+__all__ = ["lazy_attribute", "register_tracing", "static_int", "static_ints", "tracing"]
 
 _TRACING: list[Callable[[], bool]] = []
 
@@ -56,6 +56,12 @@ def static_int(size: Any) -> int:
     ``torch.compile`` with dynamic shapes this specializes it, so that the Python
     arithmetic of the block plan stays Python."""
     return int(size)
+
+
+def static_ints(sizes: Any) -> tuple[int, ...]:
+    """:func:`static_int` of each of ``sizes``, in one call (validation converts a call's
+    sizes once; everything after reads the Problem's ints)."""
+    return tuple([int(n) for n in sizes])
 
 
 class lazy_attribute:

@@ -4,9 +4,9 @@ A :class:`Plan` is everything decided about a validated call before any array wo
 the path (the backend's whole-call kernel, its block kernels, the array-API executor, or
 the plain formula), why faster paths were declined, the strategy that computes it, the
 tile or block size, the tile table, and which backward pass differentiates it. It is
-made once per call signature (:func:`plan_of` caches it) and read by the forward
-(:func:`attnkit._dispatch.attend`), the backward (:mod:`attnkit.vjp`) and
-:func:`attnkit.explain`, so each decision is written once.
+made once per call (once per plain signature: :mod:`attnkit._dispatch` keeps it) and
+read by the forward (:func:`attnkit._dispatch.attend`), the backward (:mod:`attnkit.vjp`)
+and :func:`attnkit.explain`, so each decision is written once.
 
 The strategies are tried in order (:data:`STRATEGIES`), the first that takes the call
 plans it (tokamax's ordered implementations), so a new one is one entry::
@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import masks
-from ._problem import Problem, gqa_layout
+from ._problem import Problem
 from .blocked import cost
 from .blocked.table import TileTable, band_width, build_band, build_table
-from .shapes import broadcast_shapes, prod
+from .shapes import prod
 
 __all__ = ["STRATEGIES", "Choice", "Plan", "choose", "plan_of", "table_of"]
 
@@ -132,7 +132,7 @@ class _RowBlocks(Strategy):
         return None
 
     def plan(self, p: Problem, choice: Choice, declined: list[str]) -> Plan:
-        rows = p.block_size or cost.choose_block_size(p, _lead(p), choice.kernels)
+        rows = p.block_size or cost.choose_block_size(p, p.out_lead, choice.kernels)
         grid = None
         if p.L and p.S and p.structure is not None and p.structure.holds_data:
             grid = (rows, max(rows, cost.SKIP_COLUMNS))  # query blocks skip dead key blocks
@@ -171,12 +171,6 @@ def table_of(
             _TABLES.clear()
         table = _TABLES[key] = build()
     return table
-
-
-def _lead(p: Problem) -> tuple[int, ...]:
-    """The broadcast leading dims of the executor's operands (the GQA layout)."""
-    lead = broadcast_shapes(*(tuple(x.shape[:-2]) for x in gqa_layout(p) if x is not None))
-    return lead or ()
 
 
 #: The strategies, tried in order; the first that takes a call plans it.

@@ -12,7 +12,6 @@ import math
 from typing import Any
 
 from .._problem import Problem
-from ..compiling import static_int
 from ..masks import clip_ranges
 from ..shapes import prod
 
@@ -72,12 +71,13 @@ def choose_block_size(
     BLOCK_OVERHEAD_ELEMENTS (or the backend's own) plus, for a block kernel that loops
     over heads, its ``block_overhead_per_head`` times the heads. Candidates whose block
     exceeds the memory ``budget`` are skipped (the smallest is kept if none fits): a
-    block holds Bq x Sk x heads score elements, or for a kernel that says so
-    (``block_held_scores(rows, width, heads)``) that many, and at least one head's
-    Bq x Sk (the block's mask). ``kernels``: the backend's kernels the executor uses.
+    block holds Bq x Sk x heads score elements, or for a kernel that computes it in tasks
+    (``Kernels.block_tasks``, read once here) what its tasks hold, and at least one
+    head's Bq x Sk (the block's mask). ``kernels``: the backend's kernels the executor
+    uses. ``lead``: the output's leading dims, Python ints (the Problem's ``out_lead``).
     """
-    heads = max(1, static_int(prod(lead)))  # attnkit.compiling, item 4
-    held = None if kernels is None else kernels.block_held_scores
+    heads = max(1, prod(lead))
+    tasks = None if kernels is None or kernels.block_tasks is None else kernels.block_tasks()
     per_head = 0 if kernels is None else kernels.block_overhead_per_head
     base = p.backend.block_overhead_elements or BLOCK_OVERHEAD_ELEMENTS
     overhead = base + heads * per_head
@@ -86,7 +86,7 @@ def choose_block_size(
         rows = min(rows, max(p.L, 1))
         width = _probe_width(p, rows)
         work = rows * width * heads
-        memory = work if held is None else max(held(rows, width, heads), rows * width)
+        memory = work if tasks is None else max(tasks.held(rows, width, heads), rows * width)
         if memory > budget and best is not None:
             break
         cost = -(-p.L // rows) * (work + overhead)

@@ -70,9 +70,9 @@ def _row_blocks(p: Problem, plan: Any) -> tuple[Any, Any, Any]:
     blocks = _segment_blocks(p, rows, None if run_out is None else run)
     columns = None if run_out is not None else skipped_columns(p, ops, plan)
     recompute = p.backend.recompute_block if plain else None
-    stored = cost.stored_elements(p, ops.lead, blocks)  # what autograd would keep
-    if recompute is not None and stored < cost.RECOMPUTE_ABOVE_ELEMENTS:
-        recompute = None  # what autograd keeps is small (e.g. a window): no recomputation
+    if recompute is not None:  # what autograd would keep, if small (e.g. a window): kept
+        if cost.stored_elements(p, ops.lead, blocks) < cost.RECOMPUTE_ABOVE_ELEMENTS:
+            recompute = None
     outs, weights, lses = [], [], []
     for stream, (q_lo, q_hi, in_run) in enumerate(blocks):
         live = None if columns is None else columns[q_lo // rows]

@@ -19,7 +19,7 @@ from ..checks import (
     check_int,
     check_scale,
 )
-from ..compiling import static_int
+from ..compiling import static_ints
 from ..errors import ParameterError
 from ..masks import Geometry, Mask
 from ..options import Options
@@ -64,10 +64,10 @@ def validate(query: Any, key: Any, value: Any, options: Options) -> Problem:
     if enable_gqa:  # a key or value of one head meets the other's heads (as PyTorch's)
         key, value = one_head_broadcast(xp, key, value)
     groups, out_lead = check_shapes(query, key, value, enable_gqa)
-    out_lead = tuple(static_int(n) for n in out_lead)
-    L, E, S, Ev = (  # Python ints (attnkit.compiling, item 4)
-        static_int(n) for n in (query.shape[-2], query.shape[-1], key.shape[-2], value.shape[-1])
+    *out_lead, L, E, S, Ev = static_ints(  # Python ints (attnkit.compiling, item 4), once
+        (*out_lead, query.shape[-2], query.shape[-1], key.shape[-2], value.shape[-1])
     )
+    out_lead = tuple(out_lead)
     # structure
     structure = structure_of(is_causal, window, causal_alignment, attn_mask, out_lead, L, S)
     geometry = Geometry(L, S, q_offset, kv_offset)
