@@ -25,18 +25,13 @@ and ``|``), ``windows`` (causal, sliding_window), ``layouts`` (global_tokens, do
 block_sparse, bigbird), ``arrays`` (key_padding, segments, dense), ``validation`` (the
 checks they share).
 
-Reference
----------
-
-`attnkit.masks` builds masks that the executor reads block by block: each query block
-computes only the key columns its mask can allow, so work and memory grow with the
-attended pairs, not with L x S (a sliding window is linear in L). Pass one as
-`attn_mask=` (or `window=`); combine them with `&` and `|`:
+Example
+-------
 
 .. code-block:: python
 
     import attnkit as ak
-    from attnkit import masks, score_mods
+    from attnkit import masks
 
     rng = np.random.default_rng(0)
     num_heads, L = 8, 512
@@ -59,13 +54,6 @@ attended pairs, not with L x S (a sliding window is linear in L). Pass one as
     m.materialize(np, L, L)  # the dense bool array (..., L, S), in namespace np
     m.density(np, L, L)  # fraction of allowed pairs
 
-    out = ak.scaled_dot_product_attention(
-        q, k, v, is_causal=True, score_mod=score_mods.alibi(num_heads)
-    )
-    out = ak.scaled_dot_product_attention(q, k, v, score_mod=score_mods.softcap(50.0))
-    out = ak.scaled_dot_product_attention(  # any elementwise function of the scaled score,
-        q, k, v, score_mod=lambda s, q_idx, kv_idx, head: s - 0.1 * abs(q_idx - kv_idx)
-    )
 
 What each mask means and refuses (every check raises before any work, naming the mask,
 the sizes and the fix):
@@ -87,12 +75,8 @@ the sizes and the fix):
 Masks holding arrays (`key_padding` with an array of lengths, `segments`, `dense`) are
 evaluated per tile and work under `jax.jit`; masks given by Python ints (causal, windows,
 `documents`, `key_padding` with a list, `block_sparse`, `bigbird`) also let whole key
-blocks be skipped. Every mask kind and score modifier is a conformance case on every
-backend, for every impl, at lengths that are not multiples of the block size, with
-gradients on PyTorch and JAX (`conformance/test_structured.py`).
-
-The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
-works the same way); ``tests/test_docstrings.py`` runs them.
+blocks be skipped. Score modifiers (ALiBi, soft-capping): :mod:`attnkit.score_mods`.
+The example runs on NumPy arrays, with NumPy imported as ``np``.
 """
 
 from __future__ import annotations
