@@ -16,8 +16,7 @@ cases that check attnkit itself, as a kit for anyone's kernel, port or framework
 - conventions (:mod:`~attnkit.testing.conventions`): each known way implementations
   differ, with a detector. A report says which one a function follows; declared with
   ``conventions={...}``, the check holds the function to it instead;
-- the frameworks' conventions as one table (:mod:`~attnkit.testing.frameworks`), from
-  which the README's comparison table and ``attnkit verify``'s findings are made;
+- the frameworks' conventions as one table (:mod:`~attnkit.testing.frameworks`);
 - adapters for other signatures (:mod:`~attnkit.testing.adapters`: jax.nn's (B, T, N, H),
   FlashAttention's ``window_size``, Hugging Face's ``sliding_window``) and translators
   both ways (:mod:`~attnkit.testing.translate`, ``translate_torch`` for FlexAttention's
@@ -29,8 +28,8 @@ Importing it imports no framework (nor NumPy until a function is used); hypothes
 the fuzzer, is the extra ``pip install "attnkit[testing]"`` (without it the fixed cases
 run and the report says so).
 
-Reference
----------
+Example
+-------
 
 The function under check takes query (B, Hq, L, E), key (B, Hkv, S, E), value
 (B, Hkv, S, Ev) arrays of one library (``library=``: "numpy", "torch", "jax",
@@ -65,15 +64,8 @@ names. Cases that need another are skipped, with that reason.
     q, k, v = (rng.standard_normal((2, 4, 16, 8)) for _ in range(3))
     assert_attention_close(attention(q, k, v, is_causal=True), q, k, v, is_causal=True)
 
-The report is one line per difference, with the measured and the allowed error, the rows
-that differ and the convention behind it, then the skipped cases by reason::
-
-    attnkit.testing.check_attention: jax._src.nn.functions.dot_product_attention (jax): DIFFERS
-      ...
-      mask_bool_empty_rows [float32] (q (2, 2, 5, 8), k (2, 2, 7, 8), v (2, 2, 7, 8), ...)
-        output: max error 1.13e+00 > allowed 1.33e-04 on 4 of 20 rows: (0, 0, 1), ...
-        -> rows with no allowed key give the mean of the values (uniform weights): the
-           convention of jax.nn.dot_product_attention and keras.ops.dot_product_attention
+The report is one line per difference (the measured and the allowed error, the rows
+that differ, the convention behind it), then the skipped cases by reason.
 
 Options: ``conventions={"empty_rows": "mean"}`` holds the function to those variants
 (every convention and variant: :data:`CONVENTIONS`); ``dtypes`` (default float64 and
