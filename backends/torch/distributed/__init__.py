@@ -21,7 +21,7 @@ chunks r and 2P-1-r of 2P equal chunks: balanced causal work); :func:`zigzag_sha
     step 0: rank r attends its own K/V block     rank 0 -> rank 1 -> ... -> rank P-1
     step t: rank r holds the block of rank r-t     ^________________________|
 
-Gathered over the processes the result equals (float64 to ~1e-12) the one-process core::
+Gathered over the processes the result equals the one-process core::
 
     attnkit.scaled_dot_product_attention(q_all, k_all, v_all, **core_kwargs)
 
@@ -36,7 +36,7 @@ refused in the ring (Ulysses takes them for the whole sequence). Fully masked ro
 exactly 0 output and 0 gradient, never NaN.
 
 On one CPU machine, 4 gloo processes (paste and run; the tests run this script as it
-is, and it prints the largest difference from one process, about 5e-7 in float32)::
+is, and it prints the largest difference from one process)::
 
     cat > ring_torch.py <<'EOF'
     import torch
@@ -66,17 +66,8 @@ is, and it prints the largest difference from one process, about 5e-7 in float32
     torchrun --standalone --nproc-per-node=4 ring_torch.py
 
 Batch/head parallel (no sequence split) needs no collective: shard batch or heads with
-DTensor and run the unchanged core on the local tensors (tested in
-tests/distributed/test_torch_distributed.py)::
-
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import DTensor, Shard, distribute_tensor
-    mesh = init_device_mesh("cpu", (P,))
-    qd, kd, vd = (distribute_tensor(x, mesh, [Shard(1)]) for x in (q, k, v))  # heads
-    out_local = attnkit.scaled_dot_product_attention(
-        qd.to_local(), kd.to_local(), vd.to_local(), is_causal=True)  # (1, 4/P, L, 64)
-    out = DTensor.from_local(out_local, mesh, [Shard(1)])  # (1, 4, L, 64) sharded on heads
-    out.full_tensor()                                      # equal to the core on q, k, v
+DTensor (``distribute_tensor(x, mesh, [Shard(1)])``) and run the unchanged core on
+``.to_local()`` tensors; ``DTensor.from_local`` puts the output back on the mesh.
 
 Several hosts: the same script under ``torchrun --nnodes=N --nproc-per-node=G
 --rdzv-backend=c10d --rdzv-endpoint=host0:29500``; nothing here depends on processes
