@@ -59,8 +59,7 @@ arrays' order) are sharded like the sequence, and each key shard's ids travel wi
 keys (ring only). Other masks carried by arrays (dense, key padding by an array of
 lengths), dropout, ``return_lse``/``return_weights`` are refused (``ParameterError``).
 A query row with no key gives output 0 and gradient 0, never NaN.
-With 16-bit inputs the merges, the gradient sums and the travelling dK, dV are float32
-(outputs and gradients within 4x the one-device core's own error against float64).
+With 16-bit inputs the merges, the gradient sums and the travelling dK, dV are float32.
 
 Errors are raised before any work: a length or head count that does not divide by the
 device count (pad to a multiple, or ring instead of Ulysses), a mesh axis that does not
@@ -68,7 +67,7 @@ exist, inputs sharded otherwise than ``PartitionSpec(None, None, 'seq', None)``.
 
 Several hosts: ``jax.distributed.initialize(coordinator_address="host0:1234",
 num_processes=N, process_id=i)`` before the mesh is made; ``jax.devices()`` then lists
-every host's devices (the tests run 2 processes x 2 devices this way). The README has a
+every host's devices. The README has a
 paste-and-run script on 4 host devices of one CPU machine.
 """
 
