@@ -25,14 +25,12 @@ do not apply. `ToolBackend` (`attnkit.backends.protocol`), what the application 
 
 | backend | `impl="auto"` |
 |---|---|
-| PyTorch | `F.scaled_dot_product_attention` for the whole call where its semantics equal attnkit's (no dropout, weights, lse, window, structured mask or score_mod; causal only top-left at offset 0; finite output where pairs are masked); else the blocked executor with SDPA on each block and on a window's interior (one call over an unfolded view of the keys) |
+| PyTorch | `F.scaled_dot_product_attention` for the whole call where its semantics equal attnkit's (no dropout, weights, lse, window, structured mask or score_mod; causal only top-left at offset 0; finite output where pairs are masked); else the blocked executor with SDPA on each block |
 | NumPy | the blocked executor with its per-block kernel (each head's block in one reused buffer per thread) |
 | JAX, array-api-strict, any other array-API library | the blocked executor's array-API arithmetic (under `jax.jit`, XLA fuses it) |
 
-`attnkit.explain(q, k, v, ...)` (the same arguments) says which one a call takes and why
-the faster ones were declined, with the blocks, key columns and pairs it visits and an
-estimate of its memory, without computing attention; `attnkit explain --L 8192 --window
-256 --backend torch` does the same from the command line.
+`attnkit.explain(q, k, v, ...)` says which one a call takes and why the faster ones were
+declined, without computing attention.
 
 **Adding a backend** (CuPy, Dask, any array-API library): write
 `backends/<name>/__init__.py` with one `Backend` subclass (its framework imported inside

@@ -29,8 +29,7 @@ a time; GQA and RoPE as the layer has them):
     token = rng.standard_normal((1, 1, 64), dtype=np.float32)
     out, _, cache = ak.multi_head_attention(token, params=params, cache=cache, **opts)
 
-The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
-works the same way); ``tests/test_docstrings.py`` runs them.
+The examples run on NumPy arrays, with NumPy imported as ``np``.
 """
 
 from __future__ import annotations

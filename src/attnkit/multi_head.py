@@ -14,12 +14,11 @@ Bool masks follow attnkit's convention everywhere, ``True = may attend`` (as JAX
 and Keras): for ``key_padding_mask`` True marks a real key. PyTorch's module uses the
 opposite convention; :class:`attnkit.backends.torch.nn.MultiheadAttention` converts.
 
-Reference
----------
+Example
+-------
 
 `ak.multi_head_attention` is the whole layer (projections, heads, attention, output
-projection) written once against the array API; the seed's multi-head example, d_model
-512 split into 8 heads of 64, on any backend:
+projection) written once against the array API, here d_model 512 in 8 heads of 64:
 
 .. code-block:: python
 
@@ -32,20 +31,17 @@ projection) written once against the array API; the seed's multi-head example, d
     # out (4, 10, 512); weights (4, 10, 10), averaged over heads (average_weights=False: per head)
 
 - Parameters are a `MultiHeadParams` named tuple (`q_weight`, `k_weight`, `v_weight`,
-  `out_weight`, their biases, optional `bias_k`/`bias_v`) in `torch.nn.Linear`'s layout,
-  so it is a JAX pytree; `MultiHeadParams.from_packed` slices PyTorch's `in_proj_weight`.
+  `out_weight`, their biases, optional `bias_k`/`bias_v`), so it is a JAX pytree.
 - Self-attention (`key=None`) or cross-attention with other key/value widths (`kdim`,
   `vdim`); `num_kv_heads` for GQA and MQA (the query is reshaped, key/value heads are
-  never copied); `key_padding_mask` (..., S) and `attn_mask` (bool **True = may attend**,
-  as everywhere in attnkit, or additive float), structured masks, `window`, `is_causal`;
+  never copied); `key_padding_mask` (..., S) and `attn_mask` (bool True = may attend, or
+  additive float), structured masks, `window`, `is_causal`;
   dropout with `rng`; `add_zero_attn` and `bias_k`/`bias_v` as PyTorch.
 - Rotary embeddings: `rope=ak.Rope(base=10000.0, interleaved=False, rotary_dim=None)`
   (half-split as Llama in Hugging Face, or interleaved as GPT-J and RoFormer; partial
-  rotary), `positions=` an offset or per-row positions; `ak.apply_rope` on its own. Tested
-  against Hugging Face's Llama and GPT-J rotations.
+  rotary), `positions=` an offset or per-row positions; `ak.apply_rope` on its own.
 
-The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
-works the same way); ``tests/test_docstrings.py`` runs them.
+The examples run on NumPy arrays, with NumPy imported as ``np``.
 """
 
 from __future__ import annotations

@@ -25,8 +25,7 @@ of causal attention sees one key, so no modifier changes it)::
     >>> decay.shape
     (1, 4, 6, 8)
 
-The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
-works the same way); ``tests/test_docstrings.py`` runs them.
+The examples run on NumPy arrays, with NumPy imported as ``np``.
 """
 
 from __future__ import annotations
