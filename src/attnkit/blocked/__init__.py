@@ -10,7 +10,7 @@ static ints or read at run time from a mask's data (segment ids, padding lengths
 kind of tile, each tile's piece merged into its query rows by the online softmax, and
 :mod:`.tile_backward` loops over the same tiles. Every call form (masks, score mods,
 dropout, weights, lse, GQA, offsets, both alignments) is then one program whose size
-does not depend on L (``tests/test_tile_loop.py`` lowers each at two lengths).
+does not depend on L.
 
 **Row blocks** (a Python loop: NumPy, array-api-strict, eager PyTorch). Query blocks of
 ``rows`` one at a time (:mod:`.executor`), each reading the key columns its structure
@@ -18,10 +18,8 @@ allows (:mod:`.tiles`) through :mod:`.block`'s formula or the backend's block ke
 a window's interior in one kernel call (:mod:`.translated_runs`), and the backward pass
 block by block (:mod:`.backward`).
 
-Read it in this order: :mod:`.block` (one block: the plain formula and its exact
-variants), :mod:`.executor`, :mod:`.table` and :mod:`.tile_loop`, then :mod:`.operands`
-(dtypes, the GQA layout, the NaN guard), :mod:`.shortcuts`, :mod:`.cost` (block and tile
-sizes, recomputation) and :mod:`.loop` (the loop's contract).
+Read :mod:`.block` first (one block: the plain formula and its exact variants), then
+:mod:`.executor`, :mod:`.table` and :mod:`.tile_loop`.
 """
 
 from __future__ import annotations

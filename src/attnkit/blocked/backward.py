@@ -15,13 +15,11 @@ compute dtype (float32 for 16-bit inputs)::
     dM  = dS summed over the additive mask's broadcast axes
 
 The division by rowsum(P) (issue 25, item 6): where a huge finite additive mask value
-(-1e30 in float64, -1e9 or finfo.min in float32) dominates a row, lse = m + log(n) rounds
-to m and exp(scores - lse) sums to up to n, not 1; the gradients came out up to n times
-too large. exp(scores - lse) is still proportional to the weights (and <= 1, since
-lse >= max(scores)), and a block holds every key its rows may see, so dividing by the
-row sum gives the weights exactly, whatever lse's rounding. A key *piece* (``whole_rows``
-False: :func:`attnkit.partial_backward.partial_attention_vjp`) holds part of each row
-only, so it keeps exp(scores - lse) and the merged lse's precision.
+dominates a row, lse = m + log(n) rounds to m and exp(scores - lse) need not sum to 1;
+a block holds every key its rows may see, so dividing by the row sum gives the weights
+exactly. A key *piece* (``whole_rows`` False:
+:func:`attnkit.partial_backward.partial_attention_vjp`) holds part of each row only, so
+it keeps exp(scores - lse).
 
 Rows with nothing to attend have lse = -inf and P = 0: their gradients are exactly 0.
 Where pairs are masked and the operands are not known finite, each block zeroes what its

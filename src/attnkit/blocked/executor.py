@@ -7,8 +7,7 @@ loop, so the scores in memory are (..., Bq, Sk), never (..., L, S) unless the we
 asked for. Under a structure (causal, windows, :mod:`attnkit.masks`) each block reads only
 the key columns its rows can see (:mod:`.tiles`), and where the mask holds data
 (segment ids, padding as an array, ``attn_mask``) only the key blocks the plan's table
-finds alive: causal attention does about half the work of full attention, a sliding
-window grows linearly with L, and packed documents skip each other's keys. Each block is
+finds alive, so a sliding window grows linearly with L. Each block is
 :mod:`.block`'s formula. Where the backend's kernel attends runs of translated blocks
 (:mod:`.translated_runs`: the interior of a window), the run's rows go to it in one call.
 """

@@ -4,9 +4,8 @@ Both save passes over a block's (..., Bq, Sk) scores without changing the result
 
 - **no row maximum** (``shift_free``): when the Cauchy-Schwarz bound
   ``scale * max_i |q_i| * max_j |k_j|`` proves that every score lies in [-T, T] with
-  exp(T) * S far from overflow and exp(-T) a normal number (T about 78 in float32 at
-  S = 4096), the softmax needs no maximum subtracted: the same function, every exp to
-  full relative precision;
+  exp(T) * S far from overflow and exp(-T) a normal number, the softmax needs no maximum
+  subtracted: the same function, every exp to full relative precision;
 - **row sums from the value product** (``[v | 1]``): without weights or dropout,
   ``e @ [v | 1]`` gives ``e @ v`` and the row sums of ``e`` in one matrix product.
 

@@ -13,8 +13,7 @@ For each attended tile (query block i, key block j), from the forward's row stat
     dM   = dS in the additive mask's shape
 
 The weights come from m and l exactly, so a huge finite additive value that dominates a
-row (-1e30 in float64, finfo.min in float32: lse = m + log l rounds to m) gives the same
-gradients as the rows' own softmax. Called with the lse of a larger call instead
+row gives the same gradients as the rows' own softmax. Called with the lse of a larger call instead
 (``whole_rows=False``: ring attention's pieces), m = lse and l = 1. Rows with nothing to
 attend (l = 0) have P = 0: their gradients are exactly 0. The loop is the forward's
 (``Backend.map_blocks``), dQ, dK and dV added into their rows by the loop's sums.

@@ -12,8 +12,7 @@ the same number of keys, shifted by ``rows`` from one block to the next, through
 A backend kernel that attends all blocks of a run in one call (``Kernels.run``; for
 PyTorch one ``F.scaled_dot_product_attention`` over a strided view of the keys, no copy)
 has no per-block dispatch to amortize, so the run takes small blocks (the kernel's
-``run_rows``, 32 for PyTorch): each row then reads rows - 1 keys beyond its own window
-(288 keys for a window of 257 at 32 rows, 512 at the executor's 256). The blocks before
+``run_rows``): each row then reads at most rows - 1 keys beyond its own window. The blocks before
 and after the run, where the sequence's ends clip the window, go through the executor as
 usual. The run's tile is the one the executor caches for every block of that shape.
 """
