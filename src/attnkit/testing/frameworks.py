@@ -6,10 +6,7 @@ Each :class:`Framework` names the attention function, how the kit calls it (``ad
 a function taking attnkit's call, in :mod:`attnkit.testing.peers_torch` and
 :mod:`attnkit.testing.peers_jax`), which keyword arguments and dtypes that call takes,
 the variant of every convention where it is not attnkit's (:mod:`conventions`), and the
-behaviours that are not conventions (what it refuses, what it lacks) in words. The
-tests check every framework here with :func:`attnkit.testing.check_attention`: held to
-these conventions it must come back ok, and checked without them the conventions it is
-found to follow must be exactly these.
+behaviours that are not conventions (what it refuses, what it lacks) in words.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ them), causal in both alignments, windows (pairs with None sides, ints), offsets
 scales and soft caps, each only where the function supports it. The examples are
 derandomized (the same calls every run) and nothing is stored between runs.
 
-hypothesis is an optional dependency (``pip install "attnkit[testing]"``): this module
-imports it, and is itself imported only when the fuzzer runs.
+hypothesis is the optional ``attnkit[testing]``: this module is imported only when the
+fuzzer runs.
 """
 
 from __future__ import annotations

@@ -11,8 +11,7 @@
              ``KERAS_BACKEND`` names (set here to JAX when nothing is set, before Keras is
              first imported).
 
-Both run under :func:`jitted` (compiled once per call signature: eager JAX dispatches
-every operation on its own, which makes a check several times slower).
+Both run under :func:`jitted` (compiled once per call signature).
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ side unbounded; an int W means (W, W)). The same window elsewhere::
     FlashAttention   window_size=(left, right), -1 for an unbounded side
     jax.nn           local_window_size=(left, right) (no unbounded side; an int W is (W, W))
     Hugging Face     sliding_window=W, with causal: query i sees keys i-W+1 .. i,
-                     which is window=(W - 1, 0) (FlashAttention's path in transformers
-                     passes window_size=(W - 1, W - 1) with causal=True)
+                     which is window=(W - 1, 0)
 
 Key padding: jax.nn's ``key_value_seq_lengths`` (B,) is ``masks.key_padding(lengths)``.
 FlexAttention's ``mask_mod`` and ``BlockMask`` (PyTorch) are in

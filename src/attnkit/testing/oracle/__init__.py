@@ -1,9 +1,8 @@
 """Independent float64 NumPy oracle for scaled dot-product attention.
 
-This is the ground truth of attnkit's conformance matrix and of :mod:`attnkit.testing`
-(not to be confused with ``impl="reference"``, the library's own plain formula). It is
-deliberately written without any code from the library's executor: NumPy only, clarity
-first, speed and memory last (it may copy, repeat heads and build large masks).
+The ground truth of attnkit's conformance matrix and of :mod:`attnkit.testing` (not
+``impl="reference"``, the library's own plain formula), written without any code of the
+library's executor: NumPy only, clarity first, speed and memory last.
 
 Shapes (``...`` are leading dims, broadcast by NumPy rules)::
 
@@ -20,7 +19,6 @@ weights 0 and ``lse = -inf``.
 
 Modules: ``forward`` (:func:`attention`, :func:`allowed_mask`, :func:`attention_lowp`),
 ``gradients`` (:func:`attention_grad`, :func:`merge`), ``rounding`` (:func:`round_to`).
-``conformance/test_oracle.py`` checks all of it against a brute-force loop.
 """
 
 from __future__ import annotations
