@@ -6,17 +6,12 @@ The same code runs on NumPy, PyTorch, JAX and any array-API library (through
     import attnkit as ak
     out = ak.scaled_dot_product_attention(query, key, value, is_causal=True)
 
-Modules: :mod:`attnkit.attention` (the entry point), :mod:`attnkit.explain` (what a
-call runs), :mod:`attnkit.blocked` (the blocked executor), :mod:`attnkit.reference`
-(the plain formula), :mod:`attnkit.softmax`,
-:mod:`attnkit.masks` (structured masks: causal, windows, padding, documents, global
-tokens, BigBird, block-sparse), :mod:`attnkit.score_mods` (ALiBi, soft-capping),
-:mod:`attnkit.merge`
-(log-sum-exp merging), :mod:`attnkit.multi_head` (projections, heads, GQA),
-:mod:`attnkit.multi_head_init`, :mod:`attnkit.rope` (rotary embeddings),
-:mod:`attnkit.kv_cache` (incremental decoding), :mod:`attnkit.approx` (Linformer,
-Performer, Nystromformer), :mod:`attnkit.rollout` (aggregating attention weights,
-rollout), :mod:`attnkit.errors`. The command line is the application, :mod:`attnkit.app`.
+Modules: :mod:`attnkit.attention` (the entry point), :mod:`attnkit.explain`,
+:mod:`attnkit.reference` (the plain formula), :mod:`attnkit.blocked` (the executor),
+:mod:`attnkit.masks`, :mod:`attnkit.score_mods`, :mod:`attnkit.merge`, :mod:`attnkit.vjp`,
+:mod:`attnkit.multi_head`, :mod:`attnkit.rope`, :mod:`attnkit.kv_cache`,
+:mod:`attnkit.approx`, :mod:`attnkit.rollout`, :mod:`attnkit.errors`; the backends
+:mod:`attnkit.backends`; the command line :mod:`attnkit.app`.
 
 The core call: ``scaled_dot_product_attention``
 -----------------------------------------------
@@ -65,12 +60,11 @@ Semantics, each one a conformance case:
   a kv cache, ring attention) stays right.
 - A query row with nothing to attend (fully masked, causal with `L > S`, a window out of
   reach) gives output 0, weights 0, lse `-inf` and gradient 0, never NaN.
-- Masked positions never influence anything, on every path and kernel: a NaN or inf in
-  a key changes only the rows allowed to attend that key (masked scores are replaced with
-  `where`, never added to), and a key/value row no query may attend cannot leak through
-  `0 * NaN`. A value row that some query attends and that holds NaN may spread through
-  `weights @ value` to rows that do not attend it, as in every framework.
-- A row that attends a NaN score gives NaN output and lse NaN.
+- Masked positions never influence anything, on every path and kernel: masked scores
+  are replaced with `where`, never added to, and a key/value row no query may attend
+  cannot leak through `0 * NaN`. A value row that some query attends and that holds NaN
+  may spread through `weights @ value`, as in every framework; a row that attends a NaN
+  score gives NaN output and lse NaN.
 - float16 and bfloat16 inputs accumulate scores and softmax in float32 and return their
   own dtype (the lse is float32); an additive float mask is converted to that compute
   dtype. Inputs must be float16, bfloat16, float32 or float64.
@@ -78,18 +72,14 @@ Semantics, each one a conformance case:
   hidden random state); the weights returned are the ones applied. The pattern is drawn
   per query block, so it depends on `block_size`. JAX keys are not stateful: split them.
 - `impl="reference"` is the plain full-matrix formula; `impl="generic"` the array-API
-  executor in query blocks, memory O(block x S) unless weights are requested, touching
-  only the key columns a block can see; `impl="auto"` picks the best exact path (a
-  backend's fused kernel where its semantics match exactly, `help(attnkit.backends)`;
-  else the generic one). Results do not depend on `block_size`.
+  executor in query blocks (memory O(block x S) unless weights are requested);
+  `impl="auto"` the best exact path (`help(attnkit.backends)`). Results do not depend
+  on `block_size`.
 - With `return_weights`/`return_lse` the result is a named tuple (`AttentionWithWeights`,
   `AttentionWithLSE`, `AttentionWithWeightsAndLSE`) with `.output`, `.weights`, `.lse`.
-- Masks of rank 0 or 1 (a key-padding row `(S,)`) broadcast like any other mask.
-  PyTorch's `CausalBias` is accepted as `attn_mask` (`is_causal` with its alignment);
-  nested tensors are refused with the fix (pad them and use `masks.key_padding`).
-- Boolean arguments must be `True` or `False`: `"no"`, `0` or `None` are refused.
-- Every array created inside uses the inputs' namespace, dtype and device; `src/attnkit`
-  imports no framework (a test enforces it).
+- Masks of rank 0 or 1 (a key-padding row `(S,)`) broadcast like any other; PyTorch's
+  `CausalBias` is accepted as `attn_mask`. Boolean arguments must be `True` or `False`.
+- Every array created inside uses the inputs' namespace, dtype and device.
 
 Bad input raises, before any work, a `ValueError` or `TypeError` subclass exported by
 attnkit (`ShapeError`, `DTypeError`, `NamespaceMismatchError`, `DeviceMismatchError`,
@@ -103,26 +93,13 @@ attnkit (`ShapeError`, `DTypeError`, `NamespaceMismatchError`, `DeviceMismatchEr
 Architecture
 ------------
 
-Three layers, each importing only the ones below it (import-linter's contracts in
-`pyproject.toml`):
-
-::
-
-    application   attnkit.app (CLI, demo, verify, bench, golden vectors), attnkit.viz;
-                  attnkit.app.{numpy,torch,jax}: the tools' framework code
-    backends      attnkit.backends: the Backend protocol and one subclass per
-                  framework (numpy, torch, jax, strict) with its kernels and front-ends
-    the math      attnkit: validation, dispatch, the blocked executor, softmax, merge,
-                  masks, score mods, multi-head, RoPE, kv cache, approximations, rollout
-
-Where each concept lives: the public function `attention.py`; its options `options.py`;
-every check `validation/`; the validated call `_problem.py`; the choice of path
-`_dispatch.py` (`explain.py` prints it); what `torch.compile` needs `compiling.py`; the
-executor `blocked/`; gradients `vjp.py`; the plain formula `reference.py` (the file to
-read first); the NaN guard `masked_operands.py`; how the math finds a backend without
-importing one `registry.py`. A framework's code goes into its backend
-(`help(attnkit.backends)`); a kernel must not change semantics (the conformance matrix
-runs `auto`, `generic` and `reference` on every case).
+Three layers, each importing only the ones below it: the application (`attnkit.app`,
+`attnkit.viz`), the backends (`attnkit.backends`: one `Backend` per framework with its
+kernels and front-ends) and the math (`attnkit`, importing no framework). In the math:
+the public function `attention.py`, its checks `validation/`, the choice of path
+`_dispatch.py` and `plan.py`, the executor `blocked/`, the plain formula `reference.py`
+(the file to read first). A kernel must not change semantics: the conformance matrix
+runs `auto`, `generic` and `reference` on every case.
 """
 
 from __future__ import annotations

@@ -12,14 +12,11 @@ call takes and why the faster ones were declined; :func:`attnkit.explain` prints
 4. ``impl="reference"``: the plain full-matrix formula (:mod:`attnkit.reference`).
 
 Plain calls (no window, dropout, score_mod, weights, lse or block size; no mask, or a
-mask array of the query's type with two or more axes) whose signature (array types,
-shapes, dtypes, devices, scalar arguments, the mask's shape, dtype and device) was seen
-before reuse its validation (which reads no values), and where it went to the whole-call
-kernel, go straight to the backend's plan for that signature (``Kernels.attention_plan``
-without a mask; the kernel itself, its arguments bound, with one): a decoding loop, a
-padded batch of a transformers model included, pays for its checks and dispatch once.
-Both caches hold at most 64 signatures and no arrays. Nothing is cached while
-``torch.compile`` traces (:func:`attnkit.compiling.tracing`).
+mask array) whose signature (array types, shapes, dtypes, devices, scalar arguments)
+was seen before reuse its validation, and where it went to the whole-call kernel, go
+straight to that kernel: a decoding loop pays for its checks and dispatch once. Both
+caches hold at most 64 signatures and no arrays; nothing is cached while
+``torch.compile`` traces.
 """
 
 from __future__ import annotations

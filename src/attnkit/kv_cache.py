@@ -12,9 +12,8 @@ O(T) per step, the same order as attending over the cache.
 Example
 -------
 
-Decoding with :func:`attnkit.multi_head_attention`: :func:`init_kv_cache` makes the cache,
-each call appends its positions and returns the updated cache (a prompt, then one token at
-a time; GQA and RoPE as the layer has them):
+Decoding with :func:`attnkit.multi_head_attention`: each call appends its positions and
+returns the updated cache (a prompt, then one token):
 
 .. code-block:: python
 

@@ -10,8 +10,7 @@
 - all biases zero; ``bias_k`` / ``bias_v`` Xavier normal, ``N(0, 2 / (fan_in + fan_out))``,
   on their (1, 1, n) shape, i.e. std ``sqrt(1 / n)``.
 
-The draws come from the backend of ``rng`` (NumPy ``Generator``, ``torch.Generator``,
-JAX key), so the same seed gives the same parameters on the same backend.
+The draws come from the backend of ``rng``: the same seed gives the same parameters.
 """
 
 from __future__ import annotations

@@ -26,9 +26,8 @@ one helper per concern, so that the formula reads first:
 - **dropout**: applied to the weights, which are the weights returned (:func:`_dropout`).
 - **weights and lse**: returned with the output; the caller keeps what was asked for.
 
-It materializes the whole score matrix: fine for teaching and verification, not for long
-sequences. The default path is :mod:`attnkit.blocked`, whose
-:func:`attnkit.blocked.block.block_formula` is this formula on one block of query rows.
+It materializes the whole (..., L, S) score matrix; the default path is
+:mod:`attnkit.blocked`, whose ``block_formula`` is this formula on one block of rows.
 """
 
 from __future__ import annotations

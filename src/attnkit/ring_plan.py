@@ -10,11 +10,9 @@ its local order)::
     zigzag       shard 0: 0 1 | 6 7         shard 1: 2 3 | 4 5
                  (N cut into 2P chunks of N / 2P; shard r holds chunks r and 2P-1-r)
 
-Under causal attention zigzag gives every shard the same number of allowed pairs: shard
-r's early chunk sees few keys and its late chunk many. In ring step t shard r holds the
-keys of shard (r - t) mod P, so the pairs of every step are known before any work; a pair
-whose causal/window/structured-mask rule allows nothing is never computed (windowed ring
-attention does O(pairs) work).
+Under causal attention zigzag gives every shard the same number of allowed pairs. In ring
+step t shard r holds the keys of shard (r - t) mod P, so the pairs of every step are
+known before any work; a pair whose rule allows nothing is never computed.
 """
 
 from __future__ import annotations

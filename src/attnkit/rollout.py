@@ -1,9 +1,7 @@
 """Aggregation of attention weights over heads and layers, and attention rollout.
 
-Written once against the array API: NumPy, PyTorch, JAX and array-api-strict arrays in,
-arrays of the same library, dtype and device out (float16/bfloat16 rollout is computed
-and returned in float32); :mod:`attnkit.viz` re-exports :func:`aggregate` and
-:func:`rollout` next to the pictures. Shapes::
+Array-API code: arrays of the input's library, dtype and device out (16-bit rollout in
+float32); :mod:`attnkit.viz` re-exports both. Shapes::
 
     one layer           (..., H, L, S)       H heads, L queries, S keys
     a stack of layers   (..., N, H, L, S)    N layers; or a list of N (..., H, L, S)
