@@ -13,46 +13,28 @@ transformers calls :func:`attention` as ``fn(module, query, key, value, attentio
 and expects ``(output (B, L, Hq, Ev), weights (B, Hq, L, S) or None)``. Every number comes
 from :func:`attnkit.scaled_dot_product_attention`:
 
-- ``attention_mask`` from :func:`mask` (registered under the same name; without a mask
-  function transformers passes no mask at all and padded batches come out wrong): a bool
-  (B, 1, L, S) mask, True = may attend, exactly the one transformers builds for sdpa, or
-  None when attention is plainly causal with the last query on the last key (or full
-  with no padding), so the core runs structured causal attention (no L x S mask, and
-  key blocks above the diagonal never read). A mask given is the whole truth, as in
-  eager: causal and sliding windows are in it. A float mask is added to the scores.
+- ``attention_mask`` from :func:`mask` (:mod:`.masking`): sdpa's bool (B, 1, L, S)
+  mask, True = may attend, or None where attention is plainly causal; a mask given is
+  the whole truth, as in eager. A float mask is added to the scores.
 - no mask: causal when ``is_causal`` (kwarg, else ``module.is_causal``, else True, as
-  sdpa), aligned ``bottom_right`` (the last query sees the last key: cached decoding,
-  as FlashAttention); ``sliding_window=W`` then means ``window=(W - 1, W - 1)``
-  (FlashAttention's reading; with causal, the W - 1 keys before the query and itself).
+  sdpa), aligned ``bottom_right``; ``sliding_window=W`` then means
+  ``window=(W - 1, W - 1)`` (FlashAttention's reading).
 - GQA (Hkv < Hq) with ``enable_gqa=True``: key/value heads are never repeated.
 - ``softcap=c``: ``attnkit.score_mods.softcap(c)``, c * tanh(scores / c) before masking.
-- ``s_aux`` (H,) (GPT-OSS) and ``sinks`` (B, H, L, 1): attention sinks, one extra logit
-  per row with a zero value, merged exactly with the row's log-sum-exp
-  (:func:`attnkit.merge_partials`); the weights returned exclude the sink, as eager's.
+- ``s_aux`` (H,) and ``sinks`` (B, H, L, 1): attention sinks, one extra logit per row with
+  a zero value, merged by log-sum-exp; the weights returned exclude the sink, as eager's.
 - ``position_bias`` (T5 family): added to the scores, -inf where the mask forbids.
 - ``dropout``: only while ``module.training``; drawn from ``module.attnkit_generator``
-  (see :func:`set_dropout_generator`), else from a ``torch.Generator`` seeded from
-  torch's global generator, so ``torch.manual_seed`` makes a run repeatable, as eager's.
-- ``output_attentions=True`` (or ``config.output_attentions``, or transformers' output
-  recorder collecting attentions, as GPT-2 and OPT do, or the model call's
-  ``output_attentions`` where the attention module keeps the kwarg, as Falcon's does from
-  transformers 5.25): the weights attnkit computed (``return_weights=True``), never an
-  eager fallback; if a release still withholds the request, the call warns
-  (:class:`attnkit.AttnkitWarning`, naming ``attn_implementation="eager"``) rather than
-  return a silent None.
+  (:func:`set_dropout_generator`), else from a generator seeded from torch's global one.
+- ``output_attentions=True`` (the kwarg, the config, transformers' output recorder or
+  the model call's): the weights attnkit computed, never an eager fallback; if a layer
+  still returns None, the call warns (:class:`attnkit.AttnkitWarning`).
 
-Ignored, as every family's eager attention ignores them: every other kwarg (those known
-are :data:`HARMLESS_KWARGS`: positions, cache objects, packing metadata, a tokenizer's
-``token_type_ids``). Refused with :class:`attnkit.ParameterError` naming the kwarg:
-:data:`REFUSED_KWARGS` not None (``head_mask``, DeepSeek's sparse ``indices``: they change
-the math), and ``softcap`` with ``position_bias`` together (no model defines their order).
-
-Families: only those whose attention dispatches through transformers' attention interface
-call a registered function; :func:`register` makes transformers refuse the others at load
-(:mod:`attnkit.backends.torch.hf.compat`). The families tested: the table below.
-
-This module registers; the attention function is ``interface.py``, the mask function
-``masking.py``.
+Ignored, as eager ignores them: every other kwarg (:data:`HARMLESS_KWARGS`). Refused with
+:class:`attnkit.ParameterError`: :data:`REFUSED_KWARGS` not None (``head_mask``, sparse
+``indices``), and ``softcap`` with ``position_bias`` together. Families that do not
+dispatch through transformers' attention interface are refused at load
+(:mod:`.compat`).
 
 Hugging Face families
 ---------------------
