@@ -3,8 +3,9 @@
 
 ``jax_nn`` (``jax.nn.dot_product_attention``) and ``keras`` (Keras 3's
 ``keras.ops.dot_product_attention``, ``softcap`` as ``attn_logits_soft_cap``; JAX as its
-backend unless ``KERAS_BACKEND`` is set) through :func:`~attnkit.testing.adapters.
-time_first`, both under :func:`jitted` (compiled once per call signature).
+backend unless ``KERAS_BACKEND`` is set), both through
+:func:`~attnkit.testing.adapters.time_first` and :func:`jitted` (compiled once per call
+signature).
 """
 
 from __future__ import annotations
