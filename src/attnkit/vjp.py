@@ -7,26 +7,20 @@ In the style of ``jax.vjp``, for every argument ``scaled_dot_product_attention``
     dq, dk, dv = vjp(d_out)                  # (+ d_mask for an additive attn_mask)
 
 ``d_mask``, for a floating `attn_mask` (a learned bias), is summed over its broadcast
-axes. The backward pass is written once in the array API (:mod:`attnkit.blocked.backward`),
-so NumPy and array-api-strict arrays get gradients of attention with no autodiff:
+axes. The backward pass is written once in the array API, so NumPy and array-api-strict
+arrays get gradients of attention with no autodiff. It keeps only the output and the row
+log-sum-exp and, per block the forward visits, recomputes the weights
+(:mod:`attnkit.blocked.backward`)::
 
-- it keeps only the output and the row log-sum-exp; per block of query rows it
-  recomputes `P = exp(scores - lse)` and forms `dV += P^T dO`,
-  `dS = P * (dO V^T - rowsum(dO * O))`, `dQ = scale dS K`, `dK += scale dS^T Q`;
-- it visits the blocks the forward visits, so its cost grows with the attended pairs;
-  no L x S array is kept;
-- float32 accumulation for 16-bit inputs; fully masked rows give exactly 0; NaN or inf
-  stored at masked positions never reaches a gradient; GQA sums over each group's
-  query heads without copying key/value heads;
-- dropout: the backward redraws the forward's keep pattern from a copy of the generator,
-  never storing an L x S mask;
-- `score_mod`: ALiBi's and softcap's derivatives are exact; a general callable is
-  differentiated by the framework's autodiff on PyTorch and JAX, and refused on NumPy
-  with the fix (give a `ScoreMod` its `derivative`).
+    P = exp(scores - lse),  dV += P^T dO,  dS = P * (dO V^T - rowsum(dO * O)),
+    dQ = scale dS K,  dK += scale dS^T Q
 
-The frameworks' autodiff (a `torch.autograd.Function`, a `jax.custom_vjp`) runs this same
-backward pass wherever attnkit's executor computes the call, saving q, k, v, the output
-and lse only; `attnkit.explain(...).backward` says which backward pass runs.
+Fully masked rows give gradient 0; NaN or inf at masked positions never reaches a
+gradient; dropout's keep pattern is redrawn from a copy of the generator. A general
+`score_mod` callable is differentiated by the framework's autodiff on PyTorch and JAX,
+and refused on NumPy (give a `ScoreMod` its `derivative`). The frameworks' autodiff (a
+`torch.autograd.Function`, a `jax.custom_vjp`) runs this same backward pass;
+`attnkit.explain(...).backward` says which one runs.
 
 A NumPy training loop (plain SGD, no autodiff) that learns to copy the previous token:
 
@@ -55,9 +49,8 @@ A NumPy training loop (plain SGD, no autodiff) that learns to copy the previous 
     print(f"loss {losses[0]:.2f} -> {losses[-1]:.2f}")
     assert losses[-1] < 0.25 * losses[0]
 
-`ak.multi_head_attention_vjp` does the same for a whole multi-head layer (the
-projections' backward pass is three products each), with the gradients of every weight
-and bias as a `MultiHeadParams`; so a NumPy user trains the layer with plain SGD:
+`ak.multi_head_attention_vjp` does the same for a whole multi-head layer, with the
+gradients of every weight and bias as a `MultiHeadParams`:
 
 .. code-block:: python
 

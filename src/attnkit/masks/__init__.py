@@ -54,7 +54,6 @@ Example
     m.materialize(np, L, L)  # the dense bool array (..., L, S), in namespace np
     m.density(np, L, L)  # fraction of allowed pairs
 
-
 What each mask means and refuses (every check raises before any work, naming the mask,
 the sizes and the fix):
 
@@ -68,15 +67,12 @@ the sizes and the fix):
   S entries on their last axis; `dense` takes a bool array only (pass a float additive
   mask as `attn_mask` directly) whose last two axes broadcast to (L, S); arrays a mask
   holds must come from the query's library and device.
-- windows compare local indices plus a Python constant, so they work at any offset
-  even where indices are 32-bit (JAX without x64); masks comparing absolute positions
-  refuse offsets beyond the index dtype with a clear error there.
+- masks comparing absolute positions refuse offsets beyond the index dtype (32-bit in
+  JAX without x64); windows work at any offset.
 
-Masks holding arrays (`key_padding` with an array of lengths, `segments`, `dense`) are
-evaluated per tile and work under `jax.jit`; masks given by Python ints (causal, windows,
-`documents`, `key_padding` with a list, `block_sparse`, `bigbird`) also let whole key
-blocks be skipped. Score modifiers (ALiBi, soft-capping): :mod:`attnkit.score_mods`.
-The example runs on NumPy arrays, with NumPy imported as ``np``.
+Masks holding arrays work under `jax.jit`; masks given by Python ints also let whole key
+blocks be skipped. Score modifiers: :mod:`attnkit.score_mods`. The example runs on
+NumPy arrays, with NumPy imported as ``np``.
 """
 
 from __future__ import annotations
