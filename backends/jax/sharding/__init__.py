@@ -13,10 +13,9 @@ program has no collective (each device attends its own batch entries and heads):
     q, k, v = (jax.device_put(x, spec) for x in (q, k, v))
     out = jax.jit(attnkit.scaled_dot_product_attention)(q, k, v)        # sharded like q
 
-**Ring attention** (:func:`ring_attention`, :mod:`.ring_steps`): every device keeps its
-query shard; K/V shards travel around the ring (device r sends to r + 1, ``ppermute``),
-one step per shard; each step is the core with ``return_lse=True`` at the pieces'
-absolute ``q_offset``/``kv_offset``, merged by ``attnkit.merge_partials``::
+**Ring attention** (:func:`ring_attention`, :mod:`.steps`): every device keeps its query
+shard; K/V shards travel around the ring (device r sends to r + 1), one step per shard,
+each step the core at the pieces' absolute offsets, merged by log-sum-exp::
 
     device:    0        1        2        3          K/V move  0 -> 1 -> 2 -> 3 -> 0
     step 0:   K0       K1       K2       K3
@@ -51,13 +50,8 @@ sharded like the sequence (ring only). Other masks carried by arrays, dropout,
 A query row with no key gives output 0 and gradient 0, never NaN.
 With 16-bit inputs the merges, the gradient sums and the travelling dK, dV are float32.
 
-Errors are raised before any work: a length or head count that does not divide by the
-device count (pad to a multiple, or ring instead of Ulysses), a mesh axis that does not
-exist, inputs sharded otherwise than ``PartitionSpec(None, None, 'seq', None)``.
-
-Several hosts: ``jax.distributed.initialize(coordinator_address="host0:1234",
-num_processes=N, process_id=i)`` before the mesh is made; ``jax.devices()`` then lists
-every host's devices. The README has a
+Errors are raised before any work (:mod:`.checks`). Several hosts:
+``jax.distributed.initialize(...)`` before the mesh is made. The README has a
 paste-and-run script on 4 host devices of one CPU machine.
 """
 
