@@ -1,16 +1,10 @@
 """PyTorch ``nn.Module`` wrappers: one thin adapter over attnkit's core.
 
-All the math is :func:`attnkit.scaled_dot_product_attention`,
-:func:`attnkit.multi_head_attention` and :mod:`attnkit.approx`; these classes only hold
-``nn.Parameter``s, convert PyTorch's conventions, and draw dropout from a
-``torch.Generator``. They live in one module each and are re-exported here:
-
-``MultiheadAttention``          the drop-in ``torch.nn.MultiheadAttention``
-                                (``multihead.py``; inputs and masks checked and converted by
-                                ``inputs.py``, torch's layers and autocast: ``fit.py``)
-``ScaledDotProductAttention``   attention over given heads (``sdpa.py``)
-``LinformerAttention``, ``PerformerAttention``, ``NystromAttention``
-                                the approximations (``approx.py``)
+The math is attnkit's core; these classes hold ``nn.Parameter``s, convert PyTorch's
+conventions, and draw dropout from a ``torch.Generator``: ``MultiheadAttention`` (the
+drop-in, :mod:`.multihead`), ``ScaledDotProductAttention`` (attention over given heads:
+no NaN on fully masked rows, dropout only in training), and ``LinformerAttention``,
+``PerformerAttention``, ``NystromAttention`` (:mod:`.approx`).
 
 Example
 -------
@@ -35,11 +29,7 @@ conventions and return values:
     cache = dec.init_cache(batch_size=4, max_length=256)
     out, _, cache = dec.decode(x[:, :3], cache)  # prefill, then one token at a time
 
-`ScaledDotProductAttention` gives no NaN on fully masked rows, dropout only in training,
-and returns the weights it applied.
-
-Differences from `torch.nn.MultiheadAttention` (each tested in
-`tests/test_nn_multihead.py` and `tests/test_nn_fit.py`):
+Differences from `torch.nn.MultiheadAttention`:
 
 | | `torch.nn.MultiheadAttention` | attnkit's drop-in |
 |---|---|---|
@@ -57,11 +47,8 @@ Differences from `torch.nn.MultiheadAttention` (each tested in
 | `torch.autocast` | inputs and weights in the autocast dtype | the same, with float32 accumulation inside; float64 left alone |
 | `static_k` / `static_v` | precomputed key/value heads | not supported: use `ak.scaled_dot_product_attention` or the kv cache (`decode`) |
 
-**`torch.compile`**: attnkit's calls and the module compile with `fullgraph=True`. While
-dynamo traces, attnkit keeps no Python caches and reads no concrete values (a masked
-call's finiteness check becomes `torch.cond`). Blocks are planned from static sizes, as
-under `jax.jit`: compile calls whose lengths change with `dynamic=False`. Timings:
-``attnkit bench`` and the README's performance table.
+**`torch.compile`**: the calls and the module compile with `fullgraph=True`
+(:mod:`attnkit.compiling`); compile calls whose lengths change with `dynamic=False`.
 """  # noqa: E501
 
 from __future__ import annotations
