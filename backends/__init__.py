@@ -12,16 +12,12 @@ without an adapter still works through :data:`GENERIC` (the array-API path, no d
 The protocol
 ------------
 
-**The backend protocol** has two halves whose docstrings are the whole contract. `MathBackend`
-(declared by the math, `attnkit.backend_protocol`), what the math calls: `namespace`,
-`concrete_float`, explicit generators (`check_rng`, `split_rng`, `dropout_keep`, `normal`,
-`uniform`, `replay_rng`), the autodiff hooks (`recompute_block`, `custom_vjp`, `elementwise_grad`,
-`select`), the loop hook `map_blocks`, `foreign_mask` (PyTorch's `CausalBias`), and `kernels`, one
-`Kernels` dataclass of optional fast paths: `attention` (the whole call in the caller's layout),
-`attention_declines`, `attention_plan`, `block`, `run` and their constants. Kernels are leaves:
-they take arrays and plain arguments, never attnkit's internal objects, and return None where they
-do not apply. `ToolBackend` (`attnkit.backends.protocol`), what the application and the tests call:
-`available`, `from_numpy`, `to_numpy`, `synchronize`, `make_rng`. What `impl="auto"` runs:
+The protocol has two halves whose docstrings are the whole contract: `MathBackend`
+(`attnkit.backend_protocol`), what the math calls (generators, autodiff hooks, the loop
+hook `map_blocks`, and `kernels`, optional fast paths that take arrays and plain
+arguments and return None where they do not apply), and `ToolBackend`
+(`attnkit.backends.protocol`), what the application and the tests call. What
+`impl="auto"` runs:
 
 | backend | `impl="auto"` |
 |---|---|

@@ -5,14 +5,9 @@ query/key/value input features, Hq query heads, Hkv key/value heads (Hq % Hkv ==
 MHA when equal, GQA when fewer, MQA when one), E features per head, Ev value features
 per head, Do output features, T a kv cache's capacity.
 
-Parameters follow ``torch.nn.Linear``'s layout, ``y = x @ W.T + b``, so a
-``torch.nn.MultiheadAttention`` state dict maps onto them one to one
-(:meth:`MultiHeadParams.from_packed` slices a packed ``in_proj_weight``; both live in
-:mod:`attnkit.multi_head_params`).
-
-Bool masks follow attnkit's convention everywhere, ``True = may attend`` (as JAX, Flax
-and Keras): for ``key_padding_mask`` True marks a real key. PyTorch's module uses the
-opposite convention; :class:`attnkit.backends.torch.nn.MultiheadAttention` converts.
+Parameters follow ``torch.nn.Linear``'s layout, ``y = x @ W.T + b``
+(:mod:`attnkit.multi_head_params`). Bool masks mean ``True = may attend``: for
+``key_padding_mask`` True marks a real key (PyTorch's module, the opposite, converts).
 
 Example
 -------
@@ -30,8 +25,6 @@ projection) written once against the array API, here d_model 512 in 8 heads of 6
     out, weights, _ = ak.multi_head_attention(x, params=params, num_heads=8, need_weights=True)
     # out (4, 10, 512); weights (4, 10, 10), averaged over heads (average_weights=False: per head)
 
-- Parameters are a `MultiHeadParams` named tuple (`q_weight`, `k_weight`, `v_weight`,
-  `out_weight`, their biases, optional `bias_k`/`bias_v`), so it is a JAX pytree.
 - Self-attention (`key=None`) or cross-attention with other key/value widths (`kdim`,
   `vdim`); `num_kv_heads` for GQA and MQA (the query is reshaped, key/value heads are
   never copied); `key_padding_mask` (..., S) and `attn_mask` (bool True = may attend, or

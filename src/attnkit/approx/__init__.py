@@ -32,8 +32,6 @@ computed in float32).
     exact = ak.scaled_dot_product_attention(q, k, v, attn_mask=alive[..., None, :])
     print(np.linalg.norm(out - exact) / np.linalg.norm(exact))  # relative Frobenius error
 
-Semantics:
-
 - **Key padding**, every method: `key_padding_mask` is bool `(..., S)` broadcasting to
   the inputs' leading dims, True = the key may be attended (a per-batch `(B, S)` mask
   needs its head axis, `mask[:, None, :]`), or `ak.masks.key_padding(lengths)`. Padded
@@ -42,21 +40,13 @@ Semantics:
 - **Randomness is explicit**: Linformer's Gaussian projections and Performer's features
   are drawn from an `rng` (NumPy `Generator`, `torch.Generator`, JAX key) or passed as
   arrays, so every backend can compute with the same matrices and give the same numbers.
-- **Linformer**: `linformer_projections(S, k, like=q, kind=...)` makes untrained
-  projections, `"gaussian"` (entries N(0, 1/k); needs `rng`) or `"mean"` (averages of k
-  segments). A projected slot whose row touches no live key is masked, so identity
-  projections equal exact attention, with padding too.
-- **Performer**: phi(x) = exp(W x - |x|^2 / 2); queries' features are divided by their
-  maximum and keys' by a running maximum (both cancel exactly), so no feature exceeds 1.
-  Orthogonal features: QR of E x E Gaussian blocks, rows rescaled by chi_E norms. Keys
-  and queries are read in chunks: memory per (batch, head) is the state (m, Ev) plus one
-  chunk's features, never L x m x Ev. Causal takes both alignments (`causal_alignment=`).
-- **Nystromformer**: `num_landmarks <= min(L, S)`; L and S need not be multiples of it
-  (segments differ in size by at most one). With padding, the key landmarks are means of
-  the live keys only, so a padded batch gives exactly the result of its unpadded keys.
-  The pseudo-inverse is the paper's iteration from Z0 = A^T / (||A||_1 ||A||_inf), 6
-  iterations by default; more iterations are not always more accurate when A is
-  ill-conditioned.
+- **Linformer**: a projected slot whose row touches no live key is masked, so identity
+  projections equal exact attention, with padding too (:mod:`.linformer`).
+- **Performer**: no feature exceeds 1; memory per (batch, head) is the state (m, Ev) plus
+  one chunk's features; causal takes both alignments (:mod:`.performer`).
+- **Nystromformer**: `num_landmarks <= min(L, S)`, any L and S; a padded batch gives
+  exactly the result of its unpadded keys; 6 pseudo-inverse iterations by default
+  (:mod:`.nystrom`).
 
 The PyTorch modules (`LinformerAttention`, `PerformerAttention`, `NystromAttention`):
 :mod:`attnkit.backends.torch.nn.approx`. The examples run on NumPy arrays, with NumPy
