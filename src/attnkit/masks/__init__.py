@@ -34,25 +34,17 @@ Example
     from attnkit import masks
 
     rng = np.random.default_rng(0)
-    num_heads, L = 8, 512
-    q, k, v = (rng.standard_normal((2, num_heads, L, 64), dtype=np.float32) for _ in range(3))
-    q_ids = kv_ids = np.repeat(np.arange(4), L // 4)  # a segment id per position
-    layout = rng.random((L // 64, L // 64)) < 0.3  # which (query block, key block) pairs attend
-    bool_array = rng.random((L, L)) < 0.5
-
+    q, k, v = (rng.standard_normal((2, 8, 512, 64), dtype=np.float32) for _ in range(3))
     m = masks.sliding_window((128, 0)) | masks.global_tokens(4)  # causal window + globals
     m = m & masks.key_padding([512, 300])  # per-batch lengths
     out = ak.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    m.materialize(np, 512, 512)  # the dense bool array (..., L, S), in namespace np
+    m.density(np, 512, 512)  # fraction of allowed pairs
 
-    masks.causal("bottom_right")  # both alignments
-    masks.documents([100, 412])  # packed sequences, block-diagonal (static lengths)
-    masks.segments(q_ids, kv_ids)  # the same from id arrays (traceable, no skipping)
-    masks.block_sparse(layout, (64, 64))  # any block layout
-    masks.bigbird(L, block_size=64, seed=0)  # window + global + random blocks, seeded
-    masks.dense(bool_array)  # any bool array
-
-    m.materialize(np, L, L)  # the dense bool array (..., L, S), in namespace np
-    m.density(np, L, L)  # fraction of allowed pairs
+The other kinds: ``causal("bottom_right")``, ``documents([100, 412])`` (packed sequences,
+static lengths), ``segments(q_ids, kv_ids)`` (the same from id arrays, traceable),
+``block_sparse(layout, (64, 64))``, ``bigbird(L, block_size=64, seed=0)`` and
+``dense(bool_array)``.
 
 What each mask means and refuses (every check raises before any work, naming the mask,
 the sizes and the fix):
