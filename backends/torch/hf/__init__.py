@@ -39,14 +39,11 @@ dispatch through transformers' attention interface are refused at load
 Hugging Face families
 ---------------------
 
-Each family in the table is built tiny from its config and checked against eager on a
-padded batch (`tests/test_hf_families.py`): outputs on the real tokens, every layer's
-attention weights on the real query rows, and for decoders the tokens of greedy
-`generate()`. "refused" means `from_pretrained(..., attn_implementation="attnkit")`
-raises `attnkit.ParameterError` naming the family and the implementation to use
-instead: these families compute attention in their own code. Which of the two a family
-is comes from the installed transformers; the transformers column lists the releases
-each row was checked on.
+Each family is checked against eager on a padded batch (`tests/test_hf_families.py`).
+"refused" means `from_pretrained(..., attn_implementation="attnkit")` raises
+`attnkit.ParameterError` naming the implementation to use instead (the family computes
+attention in its own code). The transformers column lists the releases each row was
+checked on.
 
 | family | status | transformers | checked |
 |---|---|---|---|
@@ -77,17 +74,10 @@ each row was checked on.
 Other families: those whose modeling code uses `ALL_ATTENTION_FUNCTIONS` run attnkit;
 the others are refused at load the same way.
 
-Where attnkit differs from eager:
-
-- A query row with nothing to attend (a left-padding token under causal masking) gives
-  output 0 and weights 0; eager gives the mean of the values and uniform weights (its
-  -inf is `finfo.min`). Every valid position is equal, and so are the gradients of a
-  loss over valid positions.
-- In float64, eager's Llama-family softmax runs in float32, where `finfo(float64).min`
-  becomes -inf: a left-padding row is NaN. attnkit stays finite.
-- On a static cache's prefill (S > L at position 0) sdpa skips the mask and attends
-  top-left; attnkit's mask function builds the mask there, so a missing mask always
-  means `bottom_right`.
+Where attnkit differs from eager: a query row with nothing to attend (a left-padding
+token under causal masking) gives output 0 and weights 0, where eager gives the mean of
+the values (its -inf is `finfo.min`), and in float64 such a row stays finite where
+eager's float32 softmax gives NaN. Every valid position is equal.
 """  # noqa: E501
 
 from __future__ import annotations
