@@ -1,22 +1,11 @@
 """Dispatch: running a validated call by its plan, and the two caches of repeated calls.
 
-The paths, fastest first (the call's plan, :func:`attnkit.plan.plan_of`, says which one a
-call takes and why the faster ones were declined; :func:`attnkit.explain` prints it):
-
-1. ``impl="auto"``: the backend's whole-call kernel (``Kernels.attention``: PyTorch's
-   ``F.scaled_dot_product_attention``) where its semantics equal attnkit's exactly;
-2. ``impl="auto"``: the blocked executor (:mod:`attnkit.blocked`) handing blocks and
-   runs to the backend's block kernels (NumPy's reused-buffer kernel, PyTorch's SDPA);
-3. ``impl="generic"``: the blocked executor in array-API arithmetic only (its tiles in
-   one compiled loop on JAX);
-4. ``impl="reference"``: the plain full-matrix formula (:mod:`attnkit.reference`).
-
-Plain calls (no window, dropout, score_mod, weights, lse or block size; no mask, or a
-mask array) whose signature (array types, shapes, dtypes, devices, scalar arguments)
-was seen before reuse its validation, and where it went to the whole-call kernel, go
-straight to that kernel: a decoding loop pays for its checks and dispatch once. Both
-caches hold at most 64 signatures and no arrays; nothing is cached while
-``torch.compile`` traces.
+The call's plan (:mod:`attnkit.plan`) says which path runs and why faster ones were
+declined. Plain calls (no window, dropout, score_mod, weights, lse or block size; no
+mask, or a mask array) whose signature was seen before reuse its validation, and where
+it went to the whole-call kernel, go straight to it: a decoding loop pays for its checks
+and dispatch once. Both caches hold at most 64 signatures and no arrays; nothing is
+cached while ``torch.compile`` traces.
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
 """What the math does for ``torch.compile``, in one place.
 
-``torch.compile`` (dynamo) traces a call's Python once: no tensor value is concrete,
-Python state read during the trace is baked into the graph. The accommodations:
+Dynamo traces a call's Python once: no tensor value is concrete, and Python state read
+during the trace is baked into the graph. So:
 
-1. **No caches while tracing** (:func:`tracing`, in :mod:`attnkit._dispatch`): the
-   caches of validated signatures and of whole-call plans are neither read nor filled,
-   since a hit would be baked into the graph and a plan holds no graph.
-2. **One operator per call** (:mod:`attnkit.compiled`): a call of tensors and plain
-   values is one node of the graph (the backend's ``traced_call``: a custom operator
-   whose implementation is the eager call), so the graph does not grow with L and
-   the NaN check runs on concrete values inside it.
-3. **Sizes as Python ints** (:func:`static_int`, in :mod:`attnkit.validation` and
-   :mod:`attnkit.blocked.cost`): the block plan is Python arithmetic on the call's
-   sizes; under dynamic shapes ``int()`` specializes them, as ``jax.jit``'s shapes are.
-4. **Traceable Python**: :class:`lazy_attribute` (a ``functools.cached_property``
-   without the lock dynamo cannot trace), and loops rather than ``max`` over a generator.
-
-The backends' side: the registration of :func:`tracing`, the ``attnkit::attention``
-operator, and no concrete values or ``autograd.Function`` while compiling.
+1. **No caches while tracing** (:func:`tracing`): a cache hit would be baked in.
+2. **One operator per call** (:mod:`attnkit.compiled`): the graph does not grow with L.
+3. **Sizes as Python ints** (:func:`static_int`): the block plan is Python arithmetic,
+   as under ``jax.jit``.
+4. **Traceable Python**: :class:`lazy_attribute` (a ``cached_property`` without the lock
+   dynamo cannot trace), and loops rather than ``max`` over a generator.
 """
 
 from __future__ import annotations
