@@ -1,8 +1,7 @@
 """The validated description of one attention call, and the grouped-query layout.
 
-Validation turns the caller's arguments into a :class:`Problem`, which the executors
-read. Its arrays are the caller's, in the caller's layout; the executors regroup the
-query heads for GQA themselves (:func:`gqa_layout`).
+A :class:`Problem` holds the caller's arrays in the caller's layout; the executors
+regroup the query heads for GQA themselves (:func:`gqa_layout`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """What the approximate attentions share: input checks, key padding, safe division.
 
-The checks read only shapes, dtypes, namespaces and devices, before any array work.
-:func:`prepare` returns the operands in the compute dtype (float32 for 16-bit inputs)
-with padded keys and values replaced by 0 through ``where``, so NaN stored in padding
-cannot leak. The key padding convention: :mod:`attnkit.approx`.
+:func:`prepare` checks the inputs before any array work and returns the operands in the
+compute dtype with padded keys and values replaced by 0 through ``where``, so NaN stored
+in padding cannot leak. The key padding convention: :mod:`attnkit.approx`.
 """
 
 from __future__ import annotations

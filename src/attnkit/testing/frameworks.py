@@ -1,12 +1,10 @@
 """The frameworks' attention and the conventions each follows: the one table that the
-README's "Where attnkit differs from the frameworks", ``attnkit verify``'s findings and
-the reports' words are all read from.
+README's comparison, ``attnkit verify``'s findings and the reports' words read.
 
-Each :class:`Framework` names the attention function, how the kit calls it (``adapter``:
-a function taking attnkit's call, in :mod:`attnkit.testing.peers_torch` and
-:mod:`attnkit.testing.peers_jax`), which keyword arguments and dtypes that call takes,
-the variant of every convention where it is not attnkit's (:mod:`conventions`), and the
-behaviours that are not conventions (what it refuses, what it lacks) in words.
+Each :class:`Framework` names the attention function, its ``adapter``
+(:mod:`attnkit.testing.peers_torch`, :mod:`attnkit.testing.peers_jax`), the keyword
+arguments and dtypes it takes, its variant of each convention, and its other behaviours
+in words.
 """
 
 from __future__ import annotations
