@@ -1,20 +1,12 @@
 """``MultiHeadAttention``: multi-head attention as a ``flax.nnx`` module (the ``flax`` extra).
 
-Flax recommends NNX for new code; this module holds one ``nnx.Param`` per weight under
-:class:`attnkit.MultiHeadParams`' names (``q_weight`` (Hq*E, D), ``k_weight``,
-``v_weight``, ``out_weight``, the biases, optional ``bias_k``/``bias_v``), initialized
-with PyTorch's scheme from the ``params`` stream of ``rngs``, and computes everything with
-:func:`attnkit.multi_head_attention`: GQA (``num_kv_heads``), RoPE, windows, causal
-masks, padding masks (True = may attend, as everywhere in attnkit), weights on request,
-0 for fully masked rows. Dropout draws from the ``dropout`` stream of the ``rngs`` given
-at construction, and only when not ``deterministic`` (``model.eval()`` sets it, as for
-``nnx.Dropout``). It works under ``nnx.jit``, ``nnx.grad`` and with ``nnx.Optimizer``.
-The same layer as pure functions: :mod:`attnkit.backends.jax.mha`.
+One ``nnx.Param`` per weight under :class:`attnkit.MultiHeadParams`' names, initialized
+with PyTorch's scheme from the ``params`` stream of ``rngs``; the math is
+:func:`attnkit.multi_head_attention`. Dropout draws from the ``dropout`` stream, only when
+not ``deterministic`` (``model.eval()`` sets it). It works under ``nnx.jit``,
+``nnx.grad`` and with ``nnx.Optimizer``; as pure functions: :mod:`attnkit.backends.jax.mha`.
 
 Shape legend: B batch, L query length, S key length, D ``embed_dim``, Hq/Hkv heads.
-
-Example
--------
 
 .. code-block:: python
 

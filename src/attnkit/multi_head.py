@@ -12,8 +12,8 @@ Parameters follow ``torch.nn.Linear``'s layout, ``y = x @ W.T + b``
 Example
 -------
 
-`ak.multi_head_attention` is the whole layer (projections, heads, attention, output
-projection) written once against the array API, here d_model 512 in 8 heads of 64:
+The whole layer (projections, heads, attention, output projection), d_model 512 in 8
+heads of 64:
 
 .. code-block:: python
 
@@ -25,14 +25,10 @@ projection) written once against the array API, here d_model 512 in 8 heads of 6
     out, weights, _ = ak.multi_head_attention(x, params=params, num_heads=8, need_weights=True)
     # out (4, 10, 512); weights (4, 10, 10), averaged over heads (average_weights=False: per head)
 
-- Self-attention (`key=None`) or cross-attention with other key/value widths (`kdim`,
-  `vdim`); `num_kv_heads` for GQA and MQA (the query is reshaped, key/value heads are
-  never copied); `key_padding_mask` (..., S) and `attn_mask` (bool True = may attend, or
-  additive float), structured masks, `window`, `is_causal`;
-  dropout with `rng`; `add_zero_attn` and `bias_k`/`bias_v` as PyTorch.
-- Rotary embeddings: `rope=ak.Rope(base=10000.0, interleaved=False, rotary_dim=None)`
-  (half-split as Llama in Hugging Face, or interleaved as GPT-J and RoFormer; partial
-  rotary), `positions=` an offset or per-row positions; `ak.apply_rope` on its own.
+Self- or cross-attention, GQA/MQA (`num_kv_heads`, key/value heads never copied),
+masks, `window`, `is_causal`, dropout with `rng`, `add_zero_attn` and `bias_k`/`bias_v`
+as PyTorch, rotary embeddings (`rope=ak.Rope(...)`, :mod:`attnkit.rope`) and a kv cache
+(:mod:`attnkit.kv_cache`); each argument: ``help(attnkit.multi_head_attention)``.
 
 The examples run on NumPy arrays, with NumPy imported as ``np``.
 """

@@ -5,13 +5,7 @@ Shape legend: ``...`` leading dims, Hq/Hkv heads, L queries, S keys, E features,
 features, P devices along the mesh axis ``axis``.
 
 **Batch/head parallel** needs nothing from this module: the unchanged core under
-``jax.jit`` keeps a ``NamedSharding`` over batch and head axes, and the compiled
-program has no collective (each device attends its own batch entries and heads)::
-
-    mesh = jax.make_mesh((4,), ("data",))
-    spec = NamedSharding(mesh, PartitionSpec("data", None, None, None))   # (B, H, L, E)
-    q, k, v = (jax.device_put(x, spec) for x in (q, k, v))
-    out = jax.jit(attnkit.scaled_dot_product_attention)(q, k, v)        # sharded like q
+``jax.jit`` keeps a ``NamedSharding`` over batch and head axes, with no collective.
 
 **Ring attention** (:func:`ring_attention`, :mod:`.steps`): every device keeps its query
 shard; K/V shards travel around the ring (device r sends to r + 1), one step per shard,
@@ -20,8 +14,7 @@ each step the core at the pieces' absolute offsets, merged by log-sum-exp::
     device:    0        1        2        3          K/V move  0 -> 1 -> 2 -> 3 -> 0
     step 0:   K0       K1       K2       K3
     step 1:   K3       K0       K1       K2
-    step 2:   K2       K3       K0       K1
-    step 3:   K1       K2       K3       K0
+    ...
 
     out_r = merge_partials([core(q_r, K_s, V_s) for s in 0..P-1])   (exact attention)
 
@@ -37,10 +30,8 @@ lead_axes=("data",))`` takes (B, H, L, E) sharded as ``PartitionSpec("data", Non
 sequence shards for head shards around the unchanged core; needs Hq and Hkv divisible
 by P.
 
-Layouts: ``layout="contiguous"`` means shard r holds positions [r L/P, (r+1) L/P);
-``layout="zigzag"`` (the default, load-balanced for causal) means the caller's global
-arrays are already in zigzag order (:func:`zigzag_shard`; shard r holds chunks r and
-2P-1-r of L / 2P), and the output comes back in that order (:func:`zigzag_unshard`).
+Layouts (:mod:`attnkit.ring_plan`): ``"contiguous"``, or ``"zigzag"`` (the default): the
+caller's arrays are already in zigzag order (:func:`zigzag_shard`), and so is the output.
 
 Masks: ``is_causal``, ``window``, ``q_offset``/``kv_offset`` and positional
 ``attnkit.masks`` structures apply by absolute position, exactly as on one device.
