@@ -1,16 +1,11 @@
 """Backends: the little each array library needs beyond the array API standard.
 
-The math (``attnkit``) never imports a framework. What the standard lacks (random
-numbers for dropout, autodiff helpers, a framework's fused kernels, reading a concrete
-number out of an array) it asks of the backend of the inputs' namespace, found through
-:func:`for_namespace`, which this package registers with the math at import
-(:mod:`attnkit.registry`: the math depends on the protocol, never on a backend). Each
+The math never imports a framework; what the standard lacks (random numbers, autodiff
+helpers, fused kernels) it asks of the backend of the inputs' namespace
+(:func:`for_namespace`, registered with :mod:`attnkit.registry` at import). Each
 framework is one :class:`Backend` subclass in ``attnkit.backends.<name>`` (``NAMES``),
-importing its framework lazily; ``load(name)`` gives its one instance; everything
-without an adapter still works through :data:`GENERIC` (the array-API path, no dropout).
-
-The protocol
-------------
+importing its framework lazily; ``load(name)`` gives its instance; any other array-API
+library works through :data:`GENERIC` (no dropout).
 
 The protocol has two halves whose docstrings are the whole contract: `MathBackend`
 (`attnkit.backend_protocol`), what the math calls (generators, autodiff hooks, the loop
@@ -32,8 +27,7 @@ declined, without computing attention.
 `backends/<name>/__init__.py` with one `Backend` subclass (its framework imported inside
 the methods) and `BACKEND = MyBackend()`, add `<name>` to `NAMES` and its namespace test
 to `name_of` in `backends/__init__.py`, and run the conformance matrix on it (a
-`Backend` class for `conformance/harness.py` and a nox session). Without an adapter the
-library still works: everything but dropout runs through the array API.
+`Backend` class for `conformance/harness.py` and a nox session).
 
 """  # noqa: E501
 

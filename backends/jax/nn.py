@@ -1,19 +1,13 @@
 """``dot_product_attention``: a drop-in for ``jax.nn.dot_product_attention`` over attnkit.
 
-Same signature, layout and arguments as ``jax.nn.dot_product_attention`` (jax 0.4.31 and
-later): query (B, T, N, H) or (T, N, H), key and value (B, S, K, H) with N % K == 0 (GQA
-inferred from the shapes, never repeated), ``bias`` and ``mask`` together (any rank up to
-4, broadcastable to (B, N, T, S) after leading axes of 1 are added, as jax.nn reads them;
-``mask`` bool only, an additive mask goes in ``bias``), ``is_causal`` (top-left: query t
-sees keys <= t), ``query_seq_lengths`` / ``key_value_seq_lengths`` (B,), ``local_window_size``
-(int or (left, right)), ``scale``, ``return_residual`` (the row log-sum-exp, (B, T, N), in
-the inputs' dtype, no gradient through it). The bias is added to the scores in the compute
-dtype (float32 for 16-bit inputs), as jax.nn does.
+Same signature, layout and arguments as ``jax.nn.dot_product_attention``: query
+(B, T, N, H) or (T, N, H), key and value (B, S, K, H) with N % K == 0 (GQA from the
+shapes), ``bias`` and ``mask`` (bool) together, broadcastable to (B, N, T, S);
+``is_causal`` (top-left), ``query_seq_lengths`` / ``key_value_seq_lengths`` (B,),
+``local_window_size``, ``scale``, ``return_residual`` (the row log-sum-exp (B, T, N), in
+the inputs' dtype, no gradient through it).
 Underneath is :func:`attnkit.scaled_dot_product_attention`, so attnkit's semantics hold;
-where they differ from jax.nn, the table below (each row checked against jax.nn in
-`tests/test_jax_nn_table.py`). Bias, mask and query lengths are folded into one
-(B|1, N|1, T, S) array as jax.nn does; keys beyond ``key_value_seq_lengths`` with no
-other mask run as a structured :func:`attnkit.masks.key_padding`.
+where they differ from jax.nn: the table below.
 
 Shape legend: B batch, T query length, S key length, N query heads, K key/value heads,
 H head size.

@@ -23,13 +23,9 @@ Example
 -------
 
 The function under check takes query (B, Hq, L, E), key (B, Hkv, S, E), value
-(B, Hkv, S, Ev) arrays of one library (``library=``: "numpy", "torch", "jax",
-"array_api_strict") and returns the output (B, Hq, L, Ev) in the inputs' library,
-dtype and device. ``supports`` names the keyword arguments it takes, in attnkit's names
-(``attn_mask`` bool with True = may attend, or additive; ``is_causal``, ``scale``,
-``enable_gqa``, ``causal_alignment``, ``window=(left, right)``, ``q_offset``,
-``kv_offset``, ``softcap=c`` for c * tanh(s / c)); the default is what its signature
-names. Cases that need another are skipped, with that reason.
+(B, Hkv, S, Ev) arrays of one ``library`` and returns (B, Hq, L, Ev) in the inputs'
+library, dtype and device. ``supports`` names the keyword arguments it takes, in
+attnkit's names (default: its signature's); cases needing another are skipped.
 
 .. code-block:: python
 
