@@ -1,10 +1,8 @@
 """See attention: heatmaps, head grids, aggregation, attention rollout, an interactive page.
 
-Weights come from NumPy, PyTorch or JAX arrays. Aggregation and rollout are array-API
-code of the math (:mod:`attnkit.rollout`, re-exported here; the result stays in the
-input's library, under `jax.jit` too); pictures are matplotlib figures made without
-pyplot (``pip install "attnkit[viz]"``); the interactive page is one self-contained HTML
-file and needs nothing. ``attnkit.viz`` is application code on top of the math.
+Weights come from NumPy, PyTorch or JAX arrays. Aggregation and rollout are the math's
+(:mod:`attnkit.rollout`); pictures are matplotlib figures (``pip install
+"attnkit[viz]"``); the interactive page is one self-contained HTML file (:mod:`.html`).
 
 .. code-block:: python
 
@@ -17,12 +15,8 @@ file and needs nothing. ``attnkit.viz`` is application code on top of the math.
     q, k, v = (rng.standard_normal((2, 4, 6, 16)) for _ in range(3))  # 2 layers x 4 heads
     _, w = ak.scaled_dot_product_attention(q, k, v, return_weights=True)  # (2, 4, 6, 6)
 
-    viz.aggregate(w, over="heads", how="mean")  # (2, L, L); over="layers" or "all"; how="max"
     viz.rollout(w)  # (L, L): Abnar & Zuidema 2020, 0.5 W + 0.5 I per layer, rows renormalised
-    viz.save(viz.heatmap(w[1, 3], tokens), "head.png")  # one head: .png, .svg or .pdf
-    viz.save(viz.head_grid(w[1], tokens), "layer1.svg")  # every head of one layer
     viz.save(viz.overview(w, tokens, color_scale="sqrt"), "all.pdf")  # layers x heads
-    viz.attention_flow(w)  # (L, L) NumPy: max-flow from each input token to each output token
     page = viz.AttentionView(w, tokens, queries=q, keys=k, scale=16**-0.5)  # + neuron view
     viz.save(page, "attention.html")  # the interactive page, every view
 
@@ -36,12 +30,8 @@ file and needs nothing. ``attnkit.viz`` is application code on top of the math.
 | `AttentionView(w, tokens, queries=, keys=)`, `to_html(...)` | `(N, H, L, S)`, a list of layers, `(H, L, S)` or `(L, S)`; vectors `(N, H, L, E)`, `(N, Hkv, S, E)` | the page; `.save(path)`, inline in Jupyter; `AttentionView.batch([...])` for several sentences |
 | `save(picture, path)` | a figure or an `AttentionView` | the format from the extension: `.png` `.svg` `.pdf` `.html` |
 
-Any Hugging Face model's `output_attentions` tuple goes in as it is. The page (no CDN,
-no network: script and data inline, a Content-Security-Policy forbidding any fetch)
-has the views `head`, `heatmap`, `model` (every layer x head), `neuron` (query and key
-vectors, their product and `scale * q . k`; needs `queries=`, `keys=`), `rollout` and
-`flow`, chosen in the page or with `view=`. From the command line, for a real model's
-weights: ``attnkit viz "TEXT" --out attention.html`` (``attnkit viz --help``).
+Any Hugging Face model's `output_attentions` tuple goes in as it is. A real model's
+page from the command line: ``attnkit viz "TEXT" --out attention.html``.
 """  # noqa: E501
 
 from __future__ import annotations
