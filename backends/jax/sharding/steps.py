@@ -7,12 +7,9 @@ after each step K and V move on one device (``jax.lax.ppermute``). Forward, per 
 ``(out, lse)`` gives dq's share and dK, dV, which travel with K, V and come home after
 one last move.
 
-The core needs the offsets as Python ints, and they differ per device: each device's
-work in step t is described statically (:meth:`RingPlan.signature`), devices with equal
-signatures share one branch, and step t is a ``jax.lax.switch`` on
-``jax.lax.axis_index``. A pair the skip table marks empty is not traced at all. The P
-steps are unrolled in Python; gradients come from the custom backward here, never from
-differentiating the ``shard_map``.
+The core needs the offsets as Python ints, and they differ per device: devices with equal
+static work (:meth:`RingPlan.signature`) share one branch of a ``jax.lax.switch`` on
+``jax.lax.axis_index``; empty pairs are not traced. The P steps are unrolled in Python.
 """
 
 from __future__ import annotations

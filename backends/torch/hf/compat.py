@@ -6,10 +6,9 @@ modules dispatch through ``ALL_ATTENTION_FUNCTIONS``; the others read
 load, so such a family is refused with an attnkit error naming the implementation to
 use, and lets ``config.output_attentions = True`` stand with attnkit.
 
-Families whose attention module keeps ``output_attentions`` to itself: every model
-served gets a forward pre-hook that notes the call's ``output_attentions`` for
-:func:`weights_requested`, and a forward hook that warns (:class:`attnkit.AttnkitWarning`)
-if weights were asked for and a layer's came back ``None``.
+A forward pre-hook notes each model call's ``output_attentions`` for
+:func:`weights_requested`; a forward hook warns if weights were asked for and a layer's
+came back ``None``.
 """
 
 from __future__ import annotations

@@ -6,11 +6,9 @@ W (m, E) (:func:`performer_features`)::
     exp(x . y) = E_w[phi(x) . phi(y)],   phi(x)_i = exp(w_i . x - |x|^2 / 2) / sqrt(m)
     out = phi(Q) (phi(K)^T V) / (phi(Q) (phi(K)^T 1))        # (..., L, Ev), O((L + S) m E)
 
-Each query's features are divided by exp of their maximum and the keys' by exp of a
-running maximum over the keys read so far (the sums are rescaled when it grows); both
-cancel between numerator and denominator, so no feature exceeds 1. Keys and queries are
-read in chunks of C rows. Causal (``top_left`` or ``bottom_right``): keys before a query
-chunk are in the running state, keys inside it go through a masked (C, C) block::
+Queries' and keys' features are divided by their (running) maxima, which cancel, so no
+feature exceeds 1. Rows are read in chunks of C; causal, keys before a query chunk are in
+the running state and keys inside it go through a masked (C, C) block::
 
     out_chunk = (phi(Q_c) state + tril(phi(Q_c) phi(K_c)^T) V_c) / (same with 1 for V)
 """

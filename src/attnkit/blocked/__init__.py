@@ -12,7 +12,7 @@ at a time (:mod:`.executor`), each reading the key columns its structure allows 
 :mod:`.block`'s formula or the backend's kernel; the backward block by block
 (:mod:`.backward`).
 
-Read :mod:`.block` first, then :mod:`.executor`, :mod:`.table` and :mod:`.tile_loop`.
+Read :mod:`.block` first.
 """
 
 from __future__ import annotations

@@ -14,10 +14,8 @@ dtype::
     dM  = dS summed over the additive mask's broadcast axes
 
 Dividing by rowsum(P) (issue 25) keeps the weights exact where a huge finite additive
-mask makes lse round; a key *piece* (``whole_rows=False``, ring attention) keeps
-exp(scores - lse). Rows with nothing to attend (lse = -inf) get gradient 0; NaN or inf
-at masked positions never reaches a gradient (:func:`attnkit.masked_operands.neutralize`);
-with GQA, dK and dV sum over each group without copying heads.
+mask makes lse round (not for a key piece, ``whole_rows=False``). Rows with nothing to
+attend get gradient 0; NaN or inf at masked positions never reaches a gradient.
 """
 
 from __future__ import annotations

@@ -11,8 +11,7 @@ into rows of the operand they name::
     merged_j  = merge_b  place(body(starts_b, slices_b)[split + j], rows of operand i)
     summed_j  = sum_b    place(body(starts_b, slices_b)[split + m + j], rows of operand i)
 
-In a compiled loop ``starts[b]`` are traced integers, and ``starts`` may be computed at
-run time.
+In a compiled loop ``starts`` may be traced.
 """
 
 from __future__ import annotations

@@ -7,9 +7,8 @@ of the call), each one of::
     full      every pair allowed                 computed without a mask
     partial   some pairs allowed                 computed with the tile's mask
 
-as FlexAttention's ``BlockMask``. Built statically from the structure
-(:meth:`attnkit.masks.Mask.tile_kind`); masks held as data and ``attn_mask`` arrays make
-every candidate tile partial, and :func:`live_tiles` reads at run time which hold a pair.
+as FlexAttention's ``BlockMask``, built from the structure; for masks held as data
+:func:`live_tiles` reads at run time which tiles hold a pair.
 
     causal, L = S = 4 blocks        documents([2 blocks, 2 blocks]) & causal
     P . . .                         P . . .

@@ -10,10 +10,8 @@ key block, merged into its query rows by the online softmax (packed [acc | m | l
     acc = dropout(e) @ v_j                                       # (..., Bq, Ev)
 
 At the end ``out = acc / l`` and ``lse = m + log l`` (0 and -inf on rows with no key).
-A partial tile's mask is computed in the body from its position (traced in a compiled
-loop); dropout draws from the tile's place in the grid, so the backward redraws it.
-Tiles found dead at run time are skipped by the backend's ``select``. Operands are padded
-with zeros to whole tiles. Weights, on request: :mod:`.tile_weights`.
+Dropout draws from the tile's place in the grid, so the backward redraws it; tiles dead
+at run time are skipped by the backend's ``select``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """A self-contained interactive HTML page of attention: BertViz's views and more.
 
-One file, no network (it works from ``file://``): the script and style are inline
-(``page.html`` and the ``page_*.js`` parts next to this module), the weights and vectors
-embedded as JSON (:mod:`.page_data`). In Jupyter :class:`AttentionView` shows itself
-inline (``_repr_html_``, in an ``iframe``).
+One file, no network: script, style and data (:mod:`.page_data`) inline. In Jupyter
+:class:`AttentionView` shows itself inline (``_repr_html_``).
 
 Views (the ``view`` argument, a selector in the page, keys 1-6): ``"head"`` (lines from
 each query token to its keys, opacity = weight, one colour per head), ``"heatmap"``,
