@@ -1,8 +1,7 @@
 """NumPy's kernel for one block of attnkit's executor (``impl="auto"``).
 
-The same block as :mod:`attnkit.blocked.block`, computed head by head in slices of at
-most TASK_ELEMENTS scores, in one scratch buffer per thread reused in place (so a
-slice's scores stay in cache), the slices on threads (:mod:`.threads`)::
+The same block as :mod:`attnkit.blocked.block`, head by head in slices of rows, in one
+reused buffer per thread (:mod:`.threads`)::
 
     s   = (q * scale) @ k^T (+ additive mask), -inf where masked     # (Bq, Sk) per head
     m   = row max (0 on empty rows; 0 when shift_free)

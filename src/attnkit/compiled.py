@@ -2,10 +2,8 @@
 operator per call while a framework's compiler traces (``torch.compile``).
 
 On a backend that declares ``Backend.compile`` (``jax.jit``) an eager call runs through a
-program compiled once per signature: the call's arrays (query, key, value, an
-``attn_mask`` array, the dropout key, a structured mask's arrays) are its arguments,
-everything else is static and keys a cache of programs; under ``jax.jit`` the call is
-traced into the caller's program. While ``torch.compile`` traces, the backend's
+program compiled once per signature: the call's arrays are its arguments, everything
+else is static and keys a cache of programs. While ``torch.compile`` traces, the backend's
 ``traced_call`` makes the call one operator of the graph, so the graph does not grow
 with L. A general ``score_mod`` callable runs uncompiled (it may close over values that
 change between calls); ``score_mods.alibi`` and ``softcap`` carry a key.

@@ -20,7 +20,7 @@ traced offset with ``take`` + ``where`` over the T slots (O(T) per step).
     token = rng.standard_normal((1, 1, 64), dtype=np.float32)
     out, _, cache = ak.multi_head_attention(token, params=params, cache=cache, **opts)
 
-The example runs on NumPy arrays, with NumPy imported as ``np``.
+NumPy is imported as ``np``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Aggregation of attention weights over heads and layers, and attention rollout.
 
-Array-API code: arrays of the input's library, dtype and device out (16-bit rollout in
-float32); :mod:`attnkit.viz` re-exports both. Shapes::
+Arrays of the input's library, dtype and device out (16-bit rollout in float32). Shapes::
 
     one layer           (..., H, L, S)       H heads, L queries, S keys
     a stack of layers   (..., N, H, L, S)    N layers; or a list of N (..., H, L, S)

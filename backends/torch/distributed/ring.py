@@ -10,8 +10,7 @@ does not leave empty::
     backward  (dq_ij, dk_j, dv_j) = partial_attention_vjp(q_i, k_j, v_j, out_i, lse_i, d_out_i)
               dq_i += dq_ij;  dK, dV travel with K, V and come home after one last hop
 
-Saved for backward: the local q, k, v, output and lse, so memory divides by P. Rows with
-nothing to attend: output 0, lse -inf, gradient 0.
+Saved for backward: the local q, k, v, output and lse, so memory divides by P.
 """  # noqa: E501
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ E exactly orthogonal::
     Q_b R_b = G_b                                        # QR, signs fixed so diag(R_b) > 0
     W = diag(|g_i|) (rows of Q_b^T, stacked, first m)    # chi_E row norms, g_i ~ N(0, I_E)
 
-QR from the array API ``linalg`` extension, or a Gram-Schmidt in array-API operations
-where the namespace lacks it; draws through the backend of the ``rng``.
+QR from the array API ``linalg`` extension, else a Gram-Schmidt in array-API operations.
 """
 
 from __future__ import annotations

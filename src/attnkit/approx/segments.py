@@ -6,8 +6,7 @@ n = 7, m = 3::
     position  0 1 2 | 3 4 | 5 6
     segment   0 0 0 | 1 1 | 2 2
 
-With key padding the segments are taken over the live keys only, so a padded sequence
-gives the landmarks of the unpadded one.
+With key padding the segments cover the live keys only.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Adapters: a function with another signature, seen through attnkit's call.
 
-Each adapter wraps a function into ``fn(query (B, Hq, L, E), key, value, **kwargs)`` in
-attnkit's names, declares what it supports, and raises
-:class:`~attnkit.testing.Unsupported` for a call it cannot express:
+Each wraps a function into ``fn(query (B, Hq, L, E), key, value, **kwargs)``, declares
+what it supports, and raises :class:`~attnkit.testing.Unsupported` where it cannot:
 
 - :func:`time_first`: a (B, T, N, H) function such as ``jax.nn.dot_product_attention``;
 - :func:`window_size`: FlashAttention's ``window_size=(left, right)`` (-1 = unbounded);

@@ -10,8 +10,7 @@ precision (``oracle.attention_lowp``), rho = 2 for outputs, 5 for gradients::
 
     allowed = rho * max|lowp - gold| + eps[dtype] * max(1, max|gold|)
 
-``score_bound`` bounds ``max|scaled scores|`` by Cauchy-Schwarz plus the largest finite
-additive bias. NaN is checked first and separately.
+``score_bound`` bounds ``max|scaled scores|`` (Cauchy-Schwarz plus the largest bias).
 """
 
 from __future__ import annotations

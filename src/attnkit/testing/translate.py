@@ -7,9 +7,8 @@ side unbounded; an int W means (W, W)). Elsewhere::
     jax.nn           local_window_size=(left, right) (an int W is (W, W))
     Hugging Face     sliding_window=W with causal: window=(W - 1, 0)
 
-jax.nn's ``key_value_seq_lengths`` is ``masks.key_padding(lengths)``; FlexAttention's:
-:mod:`attnkit.testing.translate_torch`. What cannot be expressed raises a
-:class:`~attnkit.errors.ParameterError`.
+FlexAttention's: :mod:`attnkit.testing.translate_torch`. What cannot be expressed raises
+a :class:`~attnkit.errors.ParameterError`.
 """
 
 from __future__ import annotations

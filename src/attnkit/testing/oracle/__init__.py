@@ -1,7 +1,6 @@
 """Independent float64 NumPy oracle for scaled dot-product attention.
 
-The ground truth of attnkit's conformance matrix and of :mod:`attnkit.testing`, written
-without any code of the library's executor: NumPy only, clarity first.
+The ground truth of the conformance matrix, sharing no code with the executor.
 
 Shapes (``...`` are leading dims, broadcast by NumPy rules)::
 
