@@ -1,9 +1,7 @@
 """Multi-head attention written once: projections, heads, GQA/MQA, RoPE, kv cache.
 
-Shape legend: ``...`` leading dims (batch), L query length, S key length, Dq/Dk/Dv the
-query/key/value input features, Hq query heads, Hkv key/value heads (Hq % Hkv == 0:
-MHA when equal, GQA when fewer, MQA when one), E features per head, Ev value features
-per head, Do output features, T a kv cache's capacity.
+Shape legend: ``...`` leading dims, L/S query/key lengths, Dq/Dk/Dv input features, Hq
+and Hkv heads (Hq % Hkv == 0), E/Ev features per head, Do output features.
 
 Parameters follow ``torch.nn.Linear``'s layout, ``y = x @ W.T + b``
 (:mod:`attnkit.multi_head_params`). Bool masks mean ``True = may attend``: for

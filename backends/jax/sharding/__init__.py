@@ -21,14 +21,11 @@ each step the core at the pieces' absolute offsets, merged by log-sum-exp::
 Per-device memory: O((L + S) / P). Pairs the structure masks entirely are not computed.
 The backward pass is a ``jax.custom_vjp`` saving only ``(out, lse)`` (:mod:`.steps`).
 
-**Both at once**: on a mesh ("data", "seq"), ``ring_attention(..., axis="seq",
-lead_axes=("data",))`` takes (B, H, L, E) sharded as ``PartitionSpec("data", None,
-"seq", None)``; each "data" group runs its own ring over "seq" on its batch entries
-(``lead_axes=(None, "heads")`` shards the heads instead).
+**Both at once**: ``ring_attention(..., axis="seq", lead_axes=("data",))`` on a mesh
+("data", "seq"): each "data" group runs its own ring over "seq".
 
-**Ulysses** (:func:`ulysses_attention`, :mod:`.ulysses`): two ``all_to_all``\\ s trade
-sequence shards for head shards around the unchanged core; needs Hq and Hkv divisible
-by P.
+**Ulysses** (:func:`ulysses_attention`, :mod:`.ulysses`): sequence shards traded for
+head shards around the unchanged core; Hq and Hkv must divide by P.
 
 Layouts (:mod:`attnkit.ring_plan`): ``"contiguous"``, or ``"zigzag"`` (the default): the
 caller's arrays are already in zigzag order (:func:`zigzag_shard`), and so is the output.

@@ -1,10 +1,8 @@
 """Attention over torch.distributed processes: ring and Ulysses sequence parallelism, and
 batch/head parallelism through DTensor.
 
-Each process passes its local shard, the sequence on axis -2, and gets its local output
-shard; every process of ``group`` must call with shards of one shape and the same
-arguments (checked before any work). Shape legend: ``...`` leading dims, Hq/Hkv heads,
-P processes, L/S whole query/key lengths, E features, Ev value features::
+Each process passes its local shard (the sequence on axis -2; the same shape and
+arguments on every process of ``group``, checked before any work) and gets its rows::
 
     query (..., Hq, L/P, E)   key (..., Hkv, S/P, E)   value (..., Hkv, S/P, Ev)
     -> out (..., Hq, L/P, Ev), the rows this process holds, in its layout

@@ -51,12 +51,9 @@ attnkit's names (default: its signature's); cases needing another are skipped.
     q, k, v = (rng.standard_normal((2, 4, 16, 8)) for _ in range(3))
     assert_attention_close(attention(q, k, v, is_causal=True), q, k, v, is_causal=True)
 
-Options: ``conventions`` (every convention and variant: :data:`CONVENTIONS`),
-``dtypes``, ``gradients``, ``examples`` (the fuzzer's calls), ``cases``, ``device``,
-``raise_on_failure``; :func:`declare` attaches them to a function. A function raises
-:class:`Unsupported` for a call it cannot express (skipped with that reason); whatever
-else it does (raises, returns the wrong shape, dtype, library or device, NaN, writes
-into its inputs) becomes a line of the report, never a crash of the kit.
+Options (``conventions``, ``dtypes``, ``gradients``, ``examples``, ``cases``, ``device``):
+:func:`check_attention`; :func:`declare` attaches them to a function. Whatever the
+function does becomes a line of the report, never a crash of the kit.
 """
 
 from __future__ import annotations
