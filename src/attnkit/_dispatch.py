@@ -1,11 +1,10 @@
 """Dispatch: running a validated call by its plan, and the two caches of repeated calls.
 
-The call's plan (:mod:`attnkit.plan`) says which path runs and why faster ones were
-declined. Plain calls (no window, dropout, score_mod, weights, lse or block size; no
-mask, or a mask array) whose signature was seen before reuse its validation, and where
-it went to the whole-call kernel, go straight to it: a decoding loop pays for its checks
-and dispatch once. Both caches hold at most 64 signatures and no arrays; nothing is
-cached while ``torch.compile`` traces.
+The call's plan (:mod:`attnkit.plan`) says which path runs. Plain calls (no window,
+dropout, score_mod, weights, lse or block size; no mask, or a mask array) whose signature
+was seen before reuse its validation, and where it went to the whole-call kernel, go
+straight to it: a decoding loop pays for its checks and dispatch once. Both caches hold
+at most 64 signatures and no arrays; nothing is cached while ``torch.compile`` traces.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """One plan per call: validate -> plan -> run.
 
-A :class:`Plan` is everything decided about a validated call before any array work: the
-path, why faster paths were declined, the strategy, the tile or block size, the tile
-table, and which backward pass differentiates it. Made once per call signature
-(:func:`plan_of`) and read by the forward, the backward and :func:`attnkit.explain`.
+A :class:`Plan` is everything decided about a call before any array work (the path and
+why faster ones were declined, the strategy, sizes, tile table, backward pass), made
+once per signature and read by the forward, the backward and :func:`attnkit.explain`.
 
 The strategies are tried in order (:data:`STRATEGIES`); the first that takes the call
 plans it::

@@ -7,8 +7,8 @@ JAX and torch front-ends. Two layouts (P = 2, N = 8; the positions each shard ho
     zigzag       shard 0: 0 1 | 6 7         shard 1: 2 3 | 4 5
                  (N cut into 2P chunks of N / 2P; shard r holds chunks r and 2P-1-r)
 
-Zigzag balances causal work. In step t shard r holds the keys of shard (r - t) mod P; a
-pair whose rule allows nothing is never computed.
+Zigzag balances causal work; a (query piece, key piece) pair that allows nothing is
+never computed.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ For example, three layers of four heads over five tokens::
     >>> rollout(w, all_layers=True).shape  # the rollout at every depth
     (3, 5, 5)
 
-The examples run on NumPy arrays, with NumPy imported as ``np``.
+NumPy is imported as ``np``.
 """
 
 from __future__ import annotations

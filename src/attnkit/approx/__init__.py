@@ -28,13 +28,11 @@ computed in float32).
     out = approx.nystrom(q, k, v, num_landmarks=64, key_padding_mask=alive)
 
 - **Key padding**, every method: `key_padding_mask` is bool `(..., S)` broadcasting to
-  the inputs' leading dims, True = the key may be attended (a per-batch `(B, S)` mask
-  needs its head axis, `mask[:, None, :]`), or `ak.masks.key_padding(lengths)`. Padded
-  keys and values are replaced by 0 with `where` before any product, so NaN stored there
-  cannot leak; a (batch, head) with no live key gives output 0 and gradient 0, never NaN.
-- **Randomness is explicit**: Linformer's Gaussian projections and Performer's features
-  are drawn from an `rng` (NumPy `Generator`, `torch.Generator`, JAX key) or passed as
-  arrays, so every backend can compute with the same matrices and give the same numbers.
+  the inputs' leading dims, True = the key may be attended (a `(B, S)` mask needs its
+  head axis, `mask[:, None, :]`), or `ak.masks.key_padding(lengths)`. NaN stored in
+  padding cannot leak; a (batch, head) with no live key gives output 0 and gradient 0.
+- **Randomness is explicit**: projections and features are drawn from an `rng` or passed
+  as arrays, so every backend can compute with the same matrices.
 - **Linformer**: a projected slot whose row touches no live key is masked, so identity
   projections equal exact attention, with padding too (:mod:`.linformer`).
 - **Performer**: no feature exceeds 1; memory per (batch, head) is the state (m, Ev) plus
@@ -43,9 +41,8 @@ computed in float32).
   exactly the result of its unpadded keys; 6 pseudo-inverse iterations by default
   (:mod:`.nystrom`).
 
-The PyTorch modules (`LinformerAttention`, `PerformerAttention`, `NystromAttention`):
-:mod:`attnkit.backends.torch.nn.approx`. The examples run on NumPy arrays, with NumPy
-imported as ``np``.
+The PyTorch modules: :mod:`attnkit.backends.torch.nn.approx`. NumPy is imported as
+``np``.
 """  # noqa: E501
 
 from __future__ import annotations

@@ -3,10 +3,7 @@ as each convention says, and the error the tolerance table allows around it.
 
 With attnkit's conventions the expectation is exactly
 :func:`attnkit.testing.oracle.attention` of the call; each other variant changes the call
-(the alignment, the window's sides, the mask's polarity, the default scale, the soft cap,
-the GQA mapping) or the answer (empty rows as 0, the mean of the values or NaN; float64
-held to float32's tolerance; rows allowed NaN where NaN was written at masked
-positions), as :mod:`attnkit.testing.conventions` words it. ``ignore`` drops keyword
+or the answer as :mod:`attnkit.testing.conventions` words it. ``ignore`` drops keyword
 arguments from the call.
 """
 

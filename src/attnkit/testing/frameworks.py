@@ -1,10 +1,8 @@
 """The frameworks' attention and the conventions each follows: the one table that the
 README's comparison, ``attnkit verify``'s findings and the reports' words read.
 
-Each :class:`Framework` names the attention function, its ``adapter``
-(:mod:`attnkit.testing.peers_torch`, :mod:`attnkit.testing.peers_jax`), the keyword
-arguments and dtypes it takes, its variant of each convention, and its other behaviours
-in words.
+Each :class:`Framework` names the function, its ``adapter`` (``peers_torch``,
+``peers_jax``), what it takes, its variant of each convention and its other behaviours.
 """
 
 from __future__ import annotations

@@ -7,10 +7,8 @@ graph of N + 1 layers of L nodes::
 
     Ã_n = residual * I + (1 - residual) * combine_heads(W_n), each row divided by its sum
 
-``flow[i, j]`` is the max-flow from node j of layer 0 to node i of layer N, so
-``0 <= flow <= 1``. It grows like N L^4 (Dinic's algorithm, plain Python), so
-:func:`attention_flow` refuses more than ``max_tokens`` tokens; use rollout for long
-inputs.
+``flow[i, j]`` is the max-flow from node j of layer 0 to node i of layer N, in [0, 1].
+It costs about N L^4, so :func:`attention_flow` refuses more than ``max_tokens`` tokens.
 """
 
 from __future__ import annotations

@@ -3,12 +3,10 @@
 One file, no network: script, style and data (:mod:`.page_data`) inline. In Jupyter
 :class:`AttentionView` shows itself inline (``_repr_html_``).
 
-Views (the ``view`` argument, a selector in the page, keys 1-6): ``"head"`` (lines from
-each query token to its keys, opacity = weight, one colour per head), ``"heatmap"``,
-``"model"`` (every layer x head as a thumbnail), ``"neuron"`` (one head's query and key
-vectors, their product and ``scale * q . k``; needs ``queries`` and ``keys``),
-``"rollout"`` and ``"flow"`` (up to :data:`FLOW_TOKENS` tokens by default). Several
-sentences: :meth:`AttentionView.batch`.
+Views (``view=``, or chosen in the page): ``"head"`` (lines from each query token to its
+keys, opacity = weight), ``"heatmap"``, ``"model"`` (every layer x head), ``"neuron"``
+(one head's query and key vectors and ``scale * q . k``; needs ``queries`` and
+``keys``), ``"rollout"`` and ``"flow"``. Several sentences: :meth:`AttentionView.batch`.
 """
 
 from __future__ import annotations
