@@ -4,8 +4,8 @@ The same code runs on NumPy, PyTorch, JAX and any array-API library (through
 ``array-api-compat``), on CPU or accelerator::
 
     import attnkit as ak
-    out = ak.scaled_dot_product_attention(query, key, value, is_causal=True)
-    # query (..., Hq, L, E), key (..., Hkv, S, E), value (..., Hkv, S, Ev) -> (..., Hq, L, Ev)
+    out = ak.scaled_dot_product_attention(q, k, v, is_causal=True)
+    # q (..., Hq, L, E), k (..., Hkv, S, E), v (..., Hkv, S, Ev) -> out (..., Hq, L, Ev)
     out, lse = ak.scaled_dot_product_attention(q, k, v, window=(128, 0), return_lse=True)
     out, lse = ak.merge_partials([out_a, out_b], [lse_a, lse_b])   # attention over a ∪ b
 
