@@ -9,14 +9,7 @@ session) runs the tests against the newest releases instead and names what moved
 The sessions
 ------------
 
-`pip install nox && nox` runs every session: about 19 minutes on the project's 2-core
-machine from a clean checkout (`.ci/run` took 1,117 s and 1,196 s in two runs, 1,243 s in one
-disturbed by other work: `tests` 7 minutes, about 1 of them making the shared environment;
-`conformance-jax` 4 (2.1 under `jax.jit`, 1.5 eager); `conformance-strict` and `-torch`
-about 2 each; `conformance-numpy` and `distributed-jax` about 1 each; the rest under a
-minute each) and 2.3 GB of `.nox` (1.8 GB of it the shared environment with
-torch and JAX, 0.25 GB the bytecode in `.nox/pycache`). One session at a time with `nox -s
-NAME` (`nox -s conformance-numpy` takes about a minute; `nox -l` lists them).
+`nox -l` lists the sessions; `nox -s NAME` runs one (how long each takes: the CI's log).
 PyTorch, JAX and the test tools are installed once, into `.nox/shared`, for every
 session that needs them (remade when `noxfile.py`'s requirements or `pyproject.toml`
 change); `lint`, `conformance-numpy` and `conformance-strict` keep small environments of
@@ -40,12 +33,11 @@ skipped, and the `tests` session's summary (`pytest -rs`) says why and how to in
 | `fuzz` | not run by `nox` alone: the differential fuzzer's long profile on every backend (`nox -s fuzz`) |
 | `latest` | not run by `nox` alone: the unit tests and the conformance matrix (numpy, torch, jax under jit, strict) against the newest releases of everything but torch; prints each release that moved from `tests/constraints.txt`. Upgrading the pins is one commit: edit the file, run `nox`, and its CI run shows what changed |
 
-The conformance matrix (`conformance/`) holds the cases as data (`cases.py`: 89 cases
-over shapes with sizes 1, 7, 97, 1025, L != S, zero lengths, leading ranks 0 to 3, every
+The conformance matrix (`conformance/`) holds the cases as data (`cases.py`: shapes with
+sizes 1, 7, 97, 1025, L != S, zero lengths, leading ranks 0 to 3, every
 mask broadcast form, both alignments, offsets, windows, fully masked rows, logits near
 1e4, GQA, float16/bfloat16, non-contiguous and stride-0 inputs, merged pieces, dropout,
-poisoned padding; `test_structured.py`: 21 more for every mask kind and score
-modifier), an independent float64 NumPy oracle (`attnkit.testing.oracle`, public and
+poisoned padding; `test_structured.py`: every mask kind and score modifier), an independent float64 NumPy oracle (`attnkit.testing.oracle`, public and
 installed with the package, itself checked against a brute-force loop by
 `test_oracle.py`), golden vectors (stored once, as the package data
 `src/attnkit/app/golden/*.npz` that `attnkit verify` reads, rewritten by
@@ -76,12 +68,10 @@ Poison is injected: NaN, inf or 1e10 in a key row may change only the rows allow
 attend it (a row attending a NaN score has NaN output and lse on every impl); NaN or
 inf in value rows no query may attend, and NaN in the query rows of empty rows, change
 nothing. On PyTorch and JAX gradients are checked against the oracle's analytic ones in
-float64. The `ci` profile (derandomized, the default) adds about 35 s (NumPy), 75 s
-(PyTorch), 60 s (array-api-strict), 35 s (JAX eager) and 15 s (JAX under `jax.jit`) to
-the conformance sessions here; `nox -s fuzz` runs the `long` profile (random examples,
-ATTNKIT_FUZZ_EXAMPLES to change their number) on every backend: 9.4 minutes here (NumPy
-74 s, PyTorch 158 s, JAX 92 s eagerly and 72 s under `jax.jit`, array-api-strict 152 s). Every bug it found has
-a regression test (`tests/test_promises.py`, `tests/test_bad_inputs.py`).
+float64. The `ci` profile (derandomized) is the default; `nox -s fuzz` runs the `long`
+profile (random examples, ATTNKIT_FUZZ_EXAMPLES to change their number) on every
+backend. Every bug it found has a regression test (`tests/test_promises.py`,
+`tests/test_bad_inputs.py`).
 
 The front-ends have fuzzers of their own, each against what it imitates, with the bugs
 found in them as `@example` cases:

@@ -1,45 +1,33 @@
 """Backends: the little each array library needs beyond the array API standard.
 
-The math (``attnkit``) never imports a framework. What the standard lacks (random
-numbers for dropout, autodiff helpers, a framework's fused kernels, reading a concrete
-number out of an array) it asks of the backend of the inputs' namespace, found through
-:func:`for_namespace`, which this package registers with the math at import
-(:mod:`attnkit.registry`: the math depends on the protocol, never on a backend). Each
+The math never imports a framework; what the standard lacks (random numbers, autodiff
+helpers, fused kernels) it asks of the backend of the inputs' namespace
+(:func:`for_namespace`, registered with :mod:`attnkit.registry` at import). Each
 framework is one :class:`Backend` subclass in ``attnkit.backends.<name>`` (``NAMES``),
-importing its framework lazily; ``load(name)`` gives its one instance; everything
-without an adapter still works through :data:`GENERIC` (the array-API path, no dropout).
+importing its framework lazily; ``load(name)`` gives its instance; any other array-API
+library works through :data:`GENERIC` (no dropout).
 
-The protocol
-------------
-
-**The backend protocol** has two halves whose docstrings are the whole contract. `MathBackend`
-(declared by the math, `attnkit.backend_protocol`), what the math calls: `namespace`,
-`concrete_float`, explicit generators (`check_rng`, `split_rng`, `dropout_keep`, `normal`,
-`uniform`, `replay_rng`), the autodiff hooks (`recompute_block`, `custom_vjp`, `elementwise_grad`,
-`select`), the loop hook `map_blocks`, `foreign_mask` (PyTorch's `CausalBias`), and `kernels`, one
-`Kernels` dataclass of optional fast paths: `attention` (the whole call in the caller's layout),
-`attention_declines`, `attention_plan`, `block`, `run` and their constants. Kernels are leaves:
-they take arrays and plain arguments, never attnkit's internal objects, and return None where they
-do not apply. `ToolBackend` (`attnkit.backends.protocol`), what the application and the tests call:
-`available`, `from_numpy`, `to_numpy`, `synchronize`, `make_rng`. What `impl="auto"` runs:
+The protocol has two halves whose docstrings are the whole contract: `MathBackend`
+(`attnkit.backend_protocol`), what the math calls (generators, autodiff hooks, the loop
+hook `map_blocks`, and `kernels`, optional fast paths that take arrays and plain
+arguments and return None where they do not apply), and `ToolBackend`
+(`attnkit.backends.protocol`), what the application and the tests call. What
+`impl="auto"` runs:
 
 | backend | `impl="auto"` |
 |---|---|
-| PyTorch | `F.scaled_dot_product_attention` for the whole call where its semantics equal attnkit's (no dropout, weights, lse, window, structured mask or score_mod; causal only top-left at offset 0; finite output where pairs are masked); else the blocked executor with SDPA on each block and on a window's interior (one call over an unfolded view of the keys) |
+| PyTorch | `F.scaled_dot_product_attention` for the whole call where its semantics equal attnkit's (no dropout, weights, lse, window, structured mask or score_mod; causal only top-left at offset 0; finite output where pairs are masked); else the blocked executor with SDPA on each block |
 | NumPy | the blocked executor with its per-block kernel (each head's block in one reused buffer per thread) |
 | JAX, array-api-strict, any other array-API library | the blocked executor's array-API arithmetic (under `jax.jit`, XLA fuses it) |
 
-`attnkit.explain(q, k, v, ...)` (the same arguments) says which one a call takes and why
-the faster ones were declined, with the blocks, key columns and pairs it visits and an
-estimate of its memory, without computing attention; `attnkit explain --L 8192 --window
-256 --backend torch` does the same from the command line.
+`attnkit.explain(q, k, v, ...)` says which one a call takes and why the faster ones were
+declined, without computing attention.
 
 **Adding a backend** (CuPy, Dask, any array-API library): write
 `backends/<name>/__init__.py` with one `Backend` subclass (its framework imported inside
 the methods) and `BACKEND = MyBackend()`, add `<name>` to `NAMES` and its namespace test
 to `name_of` in `backends/__init__.py`, and run the conformance matrix on it (a
-`Backend` class for `conformance/harness.py` and a nox session). Without an adapter the
-library still works: everything but dropout runs through the array API.
+`Backend` class for `conformance/harness.py` and a nox session).
 
 """  # noqa: E501
 

@@ -1,12 +1,9 @@
 """The backend protocol, in two halves, so that a reader of the math sees only its own.
 
-:class:`MathBackend` is what the math (``attnkit``) asks of the backend of its inputs'
-namespace (:mod:`attnkit.registry`): the namespace, explicit generators, autodiff hooks,
-the loop over blocks and :class:`Kernels`, the optional fast paths; the math declares it
-itself, in :mod:`attnkit.backend_protocol`, and it is re-exported here. :class:`ToolBackend`
-is what the application and the tests ask besides (installing, NumPy conversions, timing,
-seeding); the framework's own attention they compare with lives in the application
-(``attnkit.app.<name>.peers``). :class:`Backend`, both, is what each framework subclasses.
+:class:`MathBackend` (declared by the math, :mod:`attnkit.backend_protocol`, re-exported
+here) is what the math asks of the backend of its inputs' namespace. :class:`ToolBackend`
+is what the application and the tests ask besides (installing, NumPy conversions,
+timing, seeding). :class:`Backend`, both, is what each framework subclasses.
 """
 
 from __future__ import annotations

@@ -1,31 +1,12 @@
 """``MultiHeadAttention``: multi-head attention as a ``flax.nnx`` module (the ``flax`` extra).
 
-Flax recommends NNX for new code; this module holds one ``nnx.Param`` per weight under
-:class:`attnkit.MultiHeadParams`' names (``q_weight`` (Hq*E, D), ``k_weight``,
-``v_weight``, ``out_weight``, the biases, optional ``bias_k``/``bias_v``), initialized
-with PyTorch's scheme from the ``params`` stream of ``rngs``, and computes everything with
-:func:`attnkit.multi_head_attention`: GQA (``num_kv_heads``), RoPE, windows, causal
-masks, padding masks (True = may attend, as everywhere in attnkit), weights on request,
-0 for fully masked rows. Dropout draws from the ``dropout`` stream of the ``rngs`` given
-at construction, and only when not ``deterministic`` (``model.eval()`` sets it, as for
-``nnx.Dropout``). It works under ``nnx.jit``, ``nnx.grad`` and with ``nnx.Optimizer``::
-
-    model = MultiHeadAttention(64, 8, num_kv_heads=2, rngs=nnx.Rngs(0))
-    out = model(x, is_causal=True)                  # x (B, L, 64) -> (B, L, 64)
+One ``nnx.Param`` per weight under :class:`attnkit.MultiHeadParams`' names, initialized
+with PyTorch's scheme from the ``params`` stream of ``rngs``; the math is
+:func:`attnkit.multi_head_attention`. Dropout draws from the ``dropout`` stream, only when
+not ``deterministic`` (``model.eval()`` sets it). It works under ``nnx.jit``,
+``nnx.grad`` and with ``nnx.Optimizer``; as pure functions: :mod:`attnkit.backends.jax.mha`.
 
 Shape legend: B batch, L query length, S key length, D ``embed_dim``, Hq/Hkv heads.
-
-Example
--------
-
-**JAX**: `attnkit.backends.jax.mha.init(key, embed_dim, num_heads, ...)` and
-`mha.apply(params, query, key=None, value=None, **options)` are pure functions: they
-work under `jax.jit` (options static), `jax.grad` and `jax.vmap`. With Flax installed
-(`pip install "attnkit[flax]"`), `attnkit.backends.jax.flax.MultiHeadAttention` is the
-same layer as a `flax.nnx` module, one `nnx.Param` per weight (`q_weight`, ..., in
-PyTorch's layout), dropout from the `rngs`' `dropout` stream unless `model.eval()`;
-`tests/test_flax.py` trains it with `nnx.jit`, `nnx.value_and_grad` and an optax
-`nnx.Optimizer`:
 
 .. code-block:: python
 

@@ -1,11 +1,8 @@
 """Multi-head attention for JAX as pure functions: ``init`` and ``apply``.
 
-Both are thin wrappers over :func:`attnkit.init_multi_head_params` and
-:func:`attnkit.multi_head_attention`; the parameters are a
-:class:`attnkit.MultiHeadParams` named tuple (a pytree), so ``apply`` works under
-``jax.jit`` (pass the int/bool options as static arguments, e.g. with
-``functools.partial``), ``jax.grad`` and ``jax.vmap``, and a :class:`attnkit.KVCache`
-can be carried through ``jax.lax.scan``::
+Thin wrappers over :func:`attnkit.init_multi_head_params` and
+:func:`attnkit.multi_head_attention`; the parameters are a pytree, so ``apply`` works
+under ``jax.jit`` (int/bool options static), ``jax.grad`` and ``jax.vmap``::
 
     params = init(jax.random.key(0), 64, 8, num_kv_heads=2)
     step = jax.jit(functools.partial(apply, num_heads=8, num_kv_heads=2, is_causal=True))

@@ -1,28 +1,13 @@
 """``dot_product_attention``: a drop-in for ``jax.nn.dot_product_attention`` over attnkit.
 
-Same signature, layout and arguments as ``jax.nn.dot_product_attention`` (jax 0.4.31 and
-later): query (B, T, N, H) or (T, N, H), key and value (B, S, K, H) with N % K == 0 (GQA
-inferred from the shapes, never repeated), ``bias`` and ``mask`` together (any rank up to
-4, broadcastable to (B, N, T, S) after leading axes of 1 are added, as jax.nn reads them;
-``mask`` bool only, an additive mask goes in ``bias``), ``is_causal`` (top-left: query t
-sees keys <= t), ``query_seq_lengths`` / ``key_value_seq_lengths`` (B,), ``local_window_size``
-(int or (left, right)), ``scale``, ``return_residual`` (the row log-sum-exp, (B, T, N), in
-the inputs' dtype, no gradient through it). The bias is added to the scores in the compute
-dtype (float32 for 16-bit inputs), as jax.nn does.
-Underneath is :func:`attnkit.scaled_dot_product_attention`, so attnkit's semantics hold:
-
-- a query row with no key to attend (a window or mask that leaves nothing) gives 0 and
-  residual -inf, where jax.nn gives the mean of the values (residual about -2.4e38);
-  rows beyond ``query_seq_lengths`` give 0 in both (residual -inf here);
-- float64 inputs (``jax_enable_x64``) are computed and returned in float64;
-- NaN or inf in masked keys or values never reaches the output;
-- value may have its own head size (B, S, K, Hv); jax.nn requires value shaped as key.
-
-``implementation`` may be None or ``"xla"`` (attnkit computes; under ``jax.jit`` it is
-XLA); ``"cudnn"`` is refused, since attnkit never calls cuDNN: use jax.nn for that.
-Keys beyond ``key_value_seq_lengths`` with no other mask run as a structured
-:func:`attnkit.masks.key_padding`; bias, mask and query lengths are folded into one
-(B|1, N|1, T, S) array as jax.nn does.
+Same signature, layout and arguments as ``jax.nn.dot_product_attention``: query
+(B, T, N, H) or (T, N, H), key and value (B, S, K, H) with N % K == 0 (GQA from the
+shapes), ``bias`` and ``mask`` (bool) together, broadcastable to (B, N, T, S);
+``is_causal`` (top-left), ``query_seq_lengths`` / ``key_value_seq_lengths`` (B,),
+``local_window_size``, ``scale``, ``return_residual`` (the row log-sum-exp (B, T, N), in
+the inputs' dtype, no gradient through it).
+Underneath is :func:`attnkit.scaled_dot_product_attention`, so attnkit's semantics hold;
+where they differ from jax.nn: the table below.
 
 Shape legend: B batch, T query length, S key length, N query heads, K key/value heads,
 H head size.
@@ -30,20 +15,10 @@ H head size.
 Example and differences
 -----------------------
 
-`attnkit.backends.jax.dot_product_attention` is a drop-in for
-`jax.nn.dot_product_attention`: the same signature and (B, T, N, H) layout, `bias` and
-`mask` together, `is_causal`, `query_seq_lengths`/`key_value_seq_lengths`,
-`local_window_size`, GQA from the shapes, `scale`, `return_residual`, with attnkit's
-semantics underneath (`tests/test_jax_nn.py` compares every combination with jax.nn and
-a float64 formula, under `jax.jit` and `jax.grad` too, and checks each row of the table
-below against jax.nn itself). As in jax.nn, `mask` must be bool (an additive mask goes in
-`bias`), `bias` and `mask` may have any rank up to 4, and the residual comes back in the
-inputs' dtype with no gradient through it:
-
 .. code-block:: python
 
     import jax
-    from attnkit.backends.jax import dot_product_attention  # was: jax.nn.dot_product_attention
+    from attnkit.backends.jax import dot_product_attention  # in place of jax.nn's
 
     q = jax.random.normal(jax.random.key(0), (2, 128, 8, 64))  # (B, T, N, H)
     kv = jax.random.normal(jax.random.key(1), (2, 128, 2, 64))  # (B, S, K, H): GQA
@@ -54,7 +29,7 @@ inputs' dtype with no gradient through it:
 |---|---|---|
 | a row with no key to attend (a window or mask leaving nothing) | the mean of the values (residual about -2.4e38) | 0 (residual -inf) |
 | a query row beyond `query_seq_lengths` | 0 (residual about -2.4e38) | 0 (residual -inf) |
-| float64 inputs (`jax_enable_x64`) | computed at float32 precision (~1e-7 error) | float64 throughout (~1e-16) |
+| float64 inputs (`jax_enable_x64`) | computed at float32 precision | float64 throughout |
 | value head size | must equal the key's | any (B, S, K, Hv) |
 | NaN or inf in masked keys or values | may reach the output | never |
 | `implementation="cudnn"` | cuDNN's kernel | refused (attnkit computes; `None` and `"xla"` accepted) |

@@ -1,15 +1,7 @@
 """NumPy's kernel for one block of attnkit's executor (``impl="auto"``).
 
-The generic executor writes each step as a new array: on NumPy every (..., Bq, Sk) pass
-(scores, where, max, subtract, exp, sum) allocates and page-faults fresh memory and runs
-over all heads before the next step starts, so the scores leave the cache between
-steps. This kernel computes the same block head by head, in slices of rows of at most
-TASK_ELEMENTS scores, in one scratch buffer per thread reused in place (matmul with
-``out=``, ``exp(..., out=)``), so each slice's scores stay in cache from the product to
-the exponential, and the row sums come from a product with a vector of ones. The
-slices run on as many threads as BLAS was set to use, each product single-threaded
-(:mod:`attnkit.backends.numpy.threads`). Same formula, same masking and empty-row rules as
-:mod:`attnkit.blocked.block`::
+The same block as :mod:`attnkit.blocked.block`, head by head in slices of rows, in one
+reused buffer per thread (:mod:`.threads`)::
 
     s   = (q * scale) @ k^T (+ additive mask), -inf where masked     # (Bq, Sk) per head
     m   = row max (0 on empty rows; 0 when shift_free)

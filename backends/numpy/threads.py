@@ -1,17 +1,10 @@
 """Parallel work for NumPy's block kernel: threads across heads instead of inside BLAS.
 
-NumPy runs its element-wise passes (the exponential, the masking) on one core, and
-OpenBLAS splits each matrix product across its threads. For attention's per-head block
-products, (Bq, E) x (E, Sk) with E = 64, that split is poor, and the exponential leaves
-the other cores idle. So the kernel runs whole heads on separate threads, each product
-single-threaded. The number of threads is the one BLAS was set to use
-(``OPENBLAS_NUM_THREADS``, ``threadpoolctl``; at most the cores this process may use).
-
-While such a block runs, every BLAS library in the process is held at one thread
-(through ``threadpoolctl``) and is then restored. One block runs in parallel at a time:
-a concurrent call from another thread of the program runs its block sequentially, as
-does any NumPy product run meanwhile (single-threaded). With BLAS at one thread, or without
-``threadpoolctl``, the kernel runs sequentially.
+Whole heads run on separate threads, each product single-threaded, as many as BLAS was
+set to use (``OPENBLAS_NUM_THREADS``, ``threadpoolctl``). While a block runs, BLAS is held
+at one thread (through ``threadpoolctl``) and then restored; one block runs in parallel
+at a time, and a concurrent call runs its block sequentially. Without ``threadpoolctl``,
+or with BLAS at one thread, the kernel is sequential.
 """
 
 from __future__ import annotations

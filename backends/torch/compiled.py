@@ -1,15 +1,11 @@
 """attnkit under ``torch.compile``: the whole call as one operator of the graph.
 
-Traced by dynamo, the executor's Python loop over blocks would be unrolled into the
-graph (its size, and the compile time, growing with L). Instead, while ``torch.compile``
-traces, a call whose arguments are tensors and plain values (an ``attn_mask`` tensor or
-None; ``window`` as ints; ``score_mods.alibi`` / ``softcap`` or None; no dropout, weights
-or lse) becomes one call of the custom operator ``attnkit::attention``: its static
-arguments travel as a literal string (``spec``), and its implementation is attnkit's
-eager call (the fused SDPA kernels, the run of a window's interior), so the graph holds
-one node whatever L and the compiled call costs what the eager one does. Its gradient
-is the operator ``attnkit::attention_backward`` (attnkit's backward pass, from the
-saved inputs). Other calls are traced as they are.
+While ``torch.compile`` traces, a call whose arguments are tensors and plain values (an
+``attn_mask`` tensor or None; ``window`` as ints; ``score_mods.alibi`` / ``softcap`` or
+None; no dropout, weights or lse) becomes one call of the custom operator
+``attnkit::attention`` (static arguments as a literal string, ``spec``; implementation:
+attnkit's eager call), so the graph holds one node whatever L. Its gradient is the
+operator ``attnkit::attention_backward``. Other calls are traced as they are.
 """
 
 import ast

@@ -1,15 +1,11 @@
 """PyTorch's fused CPU flash attention as kernels that give the log-sum-exp, and its
 fused backward pass: the blocks and runs of attnkit's executor under autograd.
 
-``aten._scaled_dot_product_flash_attention_for_cpu`` returns a block's output and its
-rows' log-sum-exp; ``aten._scaled_dot_product_flash_attention_for_cpu_backward`` takes
-them back with the output's cotangent and gives dq, dk, dv in one pass, without the
-(Bq, Sk) scores ever stored. Masks go in as additive (0 / -inf) in the inputs' dtype.
-The kernel gives a row with no allowed key output 0 and lse 0: the lse is set to -inf
-there (attnkit's promise, and what merging and the backward pass read). Each function
-takes tensors in the executor's layout and plain arguments, and returns None where it
-does not apply (leading dims that differ, 16-bit inputs: the CPU kernel's 16-bit
-gradients are less accurate than float32 accumulation).
+``aten._scaled_dot_product_flash_attention_for_cpu`` gives a block's output and lse; its
+``_backward`` gives dq, dk, dv from them without storing the scores. Masks go in as
+additive (0 / -inf). A row with no allowed key gets lse -inf (the kernel says 0). Each
+function takes tensors and plain arguments and returns None where it does not apply
+(leading dims that differ, 16-bit inputs).
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """PyTorch's fused ``F.scaled_dot_product_attention`` as attnkit's kernels (``impl="auto"``).
 
-The math offers the whole-call kernel only calls whose semantics SDPA shares exactly (no
-dropout: SDPA draws from the global generator, attnkit from an explicit one; no weights
-or lse; no window or structured mask; causal only with the diagonal at position 0 of
-both; no zero-length axis). Fully masked rows give 0 in both (torch >= 2.5). SDPA adds
--inf to a masked score rather than replacing it, so a NaN or inf at a masked position
-would leak: with a mask or causal structure the output is checked finite (or, under
-autograd, the inputs), and the generic path takes the call where it is not. Each kernel
-takes tensors in the caller's layout and plain arguments, and returns None where it does
-not apply.
+The whole-call kernel takes only calls whose semantics SDPA shares exactly: no dropout
+(SDPA draws from the global generator), weights or lse; no window or structured mask;
+causal only with the diagonal at position 0; no zero-length axis. SDPA adds -inf to a
+masked score rather than replacing it, so with a mask the output (under autograd, the
+inputs) is checked finite and the generic path takes the call otherwise. Each kernel
+returns None where it does not apply.
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
-"""Dispatch: running a validated call by its plan, and the two caches of repeated calls.
+"""Dispatch: running a validated call by its plan, and the caches of repeated calls.
 
-The paths, fastest first (the call's plan, :func:`attnkit.plan.plan_of`, says which one a
-call takes and why the faster ones were declined; :func:`attnkit.explain` prints it):
-
-1. ``impl="auto"``: the backend's whole-call kernel (``Kernels.attention``: PyTorch's
-   ``F.scaled_dot_product_attention``) where its semantics equal attnkit's exactly;
-2. ``impl="auto"``: the blocked executor (:mod:`attnkit.blocked`) handing blocks and
-   runs to the backend's block kernels (NumPy's reused-buffer kernel, PyTorch's SDPA);
-3. ``impl="generic"``: the blocked executor in array-API arithmetic only (its tiles in
-   one compiled loop on JAX);
-4. ``impl="reference"``: the plain full-matrix formula (:mod:`attnkit.reference`).
-
-Plain calls (no window, dropout, score_mod, weights, lse or block size; no mask, or a
-mask array of the query's type with two or more axes) whose signature (array types,
-shapes, dtypes, devices, scalar arguments, the mask's shape, dtype and device) was seen
-before reuse its validation (which reads no values), and where it went to the whole-call
-kernel, go straight to the backend's plan for that signature (``Kernels.attention_plan``
-without a mask; the kernel itself, its arguments bound, with one): a decoding loop, a
-padded batch of a transformers model included, pays for its checks and dispatch once.
-Its plan is kept too (on backends without autodiff). The caches hold at most 64
-signatures each and no arrays. Nothing is cached while ``torch.compile`` traces
-(:func:`attnkit.compiling.tracing`).
+The call's plan (:mod:`attnkit.plan`) says which path runs. Plain calls (no window,
+dropout, score_mod, weights, lse or block size; no mask, or a mask array) whose signature
+was seen before reuse its validation and plan (the plan where the backend has no
+autodiff), and where it went to the whole-call kernel, go straight to it: a decoding
+loop pays for its checks and dispatch once. The caches hold at most 64 signatures each
+and no arrays; nothing is cached while ``torch.compile`` traces.
 """
 
 from __future__ import annotations

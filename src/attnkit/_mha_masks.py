@@ -1,9 +1,6 @@
-"""The masks of :func:`attnkit.multi_head_attention`: ``attn_mask`` and
-``key_padding_mask`` checked as the caller passed them, then assembled into one mask for
-the core (with the appended bias_k / zero-attention keys and a kv cache's filled slots).
-
-Bool masks mean True = may attend; for ``key_padding_mask`` True marks a real key. Every
-check runs before any work and names the argument, its shape and the fix.
+"""The masks of :func:`attnkit.multi_head_attention`: ``attn_mask`` and ``key_padding_mask``
+checked as passed (bool: True = may attend / a real key), then assembled into one mask
+for the core, with the appended bias_k / zero-attention keys and a kv cache's slots.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The validated description of one attention call, and the grouped-query layout.
 
-Validation (:mod:`attnkit.validation`) turns the caller's arguments into a
-:class:`Problem`; the executors (:mod:`attnkit.blocked`, :mod:`attnkit.reference`) work
-from it. Its arrays are the caller's, in the caller's layout; the executors regroup the
-query heads for GQA themselves (:func:`gqa_layout`), so a backend's whole-call kernel
-receives exactly what the caller passed.
+A :class:`Problem` holds the caller's arrays in the caller's layout; the executors
+regroup the query heads for GQA themselves (:func:`gqa_layout`).
 """
 
 from __future__ import annotations

@@ -146,6 +146,9 @@ def scaled_dot_product_attention(
         cannot leak through 0 * NaN. float16/bfloat16 inputs accumulate scores and
         softmax in float32 and return their own dtype. Zero-length L or S works (S = 0
         gives zeros). Every array made inside uses the inputs' namespace and device.
+        A row that attends a NaN score gives NaN output and lse. Masks of rank 0 or 1
+        broadcast; PyTorch's ``CausalBias`` is accepted as ``attn_mask``. Boolean
+        arguments must be ``True`` or ``False`` (``0`` or ``None`` are refused).
 
     Raises:
         attnkit.errors.ShapeError, DTypeError, NamespaceMismatchError,

@@ -1,13 +1,9 @@
-"""What the math asks of an array library's backend: the half of the backend protocol a
-reader of the math needs, and the only one the math calls.
+"""What the math asks of an array library's backend: the half of the backend protocol the
+math calls.
 
-:class:`MathBackend` is what the math asks of the backend of its inputs' namespace
-(found through :mod:`attnkit.registry`): the namespace, explicit generators, autodiff
-hooks, the loop over blocks and :class:`Kernels`, the optional fast paths. Its defaults
-serve any array-API library without autodiff. Each framework's adapter
-(``attnkit.backends.<name>``) subclasses ``attnkit.backends.Backend``, which adds
-``attnkit.backends.protocol.ToolBackend``, what the application and the tests call
-(installing, NumPy conversions, timing, seeding).
+:class:`MathBackend`: the namespace, explicit generators, autodiff hooks, the loop over
+blocks and :class:`Kernels`, the optional fast paths; its defaults serve any array-API
+library without autodiff. The tools' half: ``attnkit.backends.protocol``.
 """
 
 from __future__ import annotations

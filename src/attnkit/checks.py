@@ -1,7 +1,7 @@
 """Checks of plain (non-array) arguments shared by every public function.
 
 Each raises :class:`attnkit.errors.ParameterError` naming the argument, the value
-received and the fix. They read types and values only: microseconds, before any work.
+received and the fix, before any work.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """One compiled program per call signature, where the backend compiles (JAX), and one
 operator per call while a framework's compiler traces (``torch.compile``).
 
-Called eagerly with concrete JAX arrays, the executor's loop over tiles would run
-operation by operation, and ``jax.lax.scan`` would compile its body afresh on every call.
-So a call on a backend that declares ``Backend.compile`` (``jax.jit``) runs through a
-program compiled once per signature: the call's arrays (query, key, value, an
-``attn_mask`` array, the dropout key, and the arrays a structured mask holds, such as
-segment ids) are its arguments, everything else is static and keys a cache of programs.
-Under ``jax.grad`` of an eager function the same program is differentiated (its
-custom VJP inside); under ``jax.jit`` the call is traced into the caller's program.
-While ``torch.compile`` traces, the backend's ``traced_call`` makes the call one
-operator of the graph (``attnkit.backends.torch.compiled``), so the graph does not grow
-with L.
-
-A call whose ``score_mod`` is a general callable runs as it is (not compiled): a
-callable may close over values that change between calls, which a cached program would
-have baked in; :func:`attnkit.score_mods.alibi` and ``softcap`` carry a key that says
-what they compute.
+On a backend that declares ``Backend.compile`` (``jax.jit``) an eager call runs through a
+program compiled once per signature: the call's arrays are its arguments, everything
+else is static and keys a cache of programs. While ``torch.compile`` traces, the backend's
+``traced_call`` makes the call one operator of the graph, so the graph does not grow
+with L. A general ``score_mod`` callable runs uncompiled (it may close over values that
+change between calls); ``score_mods.alibi`` and ``softcap`` carry a key.
 """
 
 from __future__ import annotations

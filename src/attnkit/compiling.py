@@ -1,31 +1,14 @@
 """What the math does for ``torch.compile``, in one place.
 
-``torch.compile`` (dynamo) runs a call's Python once to trace it into a graph: no tensor
-value is concrete then, Python state read during the trace is baked into the graph, and
-only the Python dynamo understands can be traced without a graph break. (``jax.jit``
-needs none of this: its tracers show in the arrays, and a call's sizes are static.)
-The accommodations, where they apply and why:
+Dynamo traces a call's Python once: no tensor value is concrete, and Python state read
+during the trace is baked into the graph. So:
 
-1. **No caches while tracing** (:func:`tracing`, in :mod:`attnkit._dispatch`): the
-   caches of validated signatures and of whole-call plans are neither read nor filled,
-   since a hit would be baked into the graph and a plan holds no graph.
-2. **One operator per call** (:mod:`attnkit.compiled`): a call of tensors and plain
-   values is one node of the graph (the backend's ``traced_call``: a custom operator
-   whose implementation is the eager call), so the graph does not grow with L and
-   the whole-call kernel's NaN check runs on concrete values inside it.
-3. **Sizes as Python ints** (:func:`static_int`, in :mod:`attnkit.validation` and
-   :mod:`attnkit.blocked.cost`): the block plan is Python arithmetic on the call's
-   sizes; under dynamic shapes ``int()`` specializes them, as ``jax.jit``'s shapes are.
-4. **Traceable Python**: :class:`lazy_attribute` (a ``functools.cached_property``
-   without the lock that Python 3.11's takes and dynamo cannot trace, used by
-   :mod:`attnkit.masks`), and loops rather than ``max`` over a generator
-   (:func:`attnkit.shapes.broadcast_shapes`).
-
-The backends' side (``attnkit.backends``): the registration of :func:`tracing` (torch's
-``torch.compiler.is_compiling``), the ``attnkit::attention`` operator, no concrete
-values (``Backend.concrete_float`` raises ``TypeError``, as under ``jax.jit``) and no
-``autograd.Function`` while compiling (``Backend.custom_vjp``), and the HF mask
-adapter's traced path.
+1. **No caches while tracing** (:func:`tracing`): a cache hit would be baked in.
+2. **One operator per call** (:mod:`attnkit.compiled`): the graph does not grow with L.
+3. **Sizes as Python ints** (:func:`static_int`): the block plan is Python arithmetic,
+   as under ``jax.jit``.
+4. **Traceable Python**: :class:`lazy_attribute` (a ``cached_property`` without the lock
+   dynamo cannot trace), and loops rather than ``max`` over a generator.
 """
 
 from __future__ import annotations

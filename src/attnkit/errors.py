@@ -1,9 +1,8 @@
 """Exceptions raised by attnkit.
 
-Every error is raised at the public boundary, before any work, and its message names
-the argument, its shape or dtype, the axis, what was expected and how to fix it. Each
-class subclasses the builtin a caller would expect (``ValueError`` or ``TypeError``),
-so ``except ValueError`` keeps working, and :class:`AttnkitError` catches them all.
+Every error is raised at the public boundary, before any work, naming the argument, its
+shape or dtype, what was expected and the fix. Each class subclasses ``ValueError`` or
+``TypeError``, and :class:`AttnkitError` catches them all.
 """
 
 from __future__ import annotations

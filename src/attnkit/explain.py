@@ -1,10 +1,9 @@
 """``attnkit.explain``: the plan of an attention call, without computing it.
 
-It validates the call exactly as :func:`attnkit.scaled_dot_product_attention` does, reads
-the call's plan (:func:`attnkit.plan.plan_of`: the path, why faster ones were declined,
-the strategy, its tile table or blocks) and describes it: the tiles in the table (full,
-partial, skipped) or the blocks and the key columns they read, and the pairs attended.
-Only masks are evaluated (tile by tile), never scores.
+It validates the call as :func:`attnkit.scaled_dot_product_attention` does and describes
+its plan (:func:`attnkit.plan.plan_of`): the path, why faster ones were declined, the
+tiles (full, partial, skipped) or blocks, and the pairs attended. Only masks are
+evaluated, never scores.
 """
 
 from __future__ import annotations

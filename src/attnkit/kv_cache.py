@@ -1,20 +1,11 @@
 """A functional, preallocated key/value cache for incremental decoding.
 
-Shape legend: ``...`` leading dims (batch), Hkv key/value heads, T the cache's capacity
+Shape legend: ``...`` leading dims (batch), Hkv key/value heads, T the capacity
 (``max_length``), L new positions per step, E key features, Ev value features.
 
-The cache is a named tuple of arrays, so it is a JAX pytree and can be carried through
-``jax.jit`` and ``jax.lax.scan``; ``length`` is a 0-d integer array (traced under jit).
-Nothing is modified in place: :func:`append_kv` returns a new cache. Writing at a traced
-offset uses only array-API operations (``take`` + ``where`` over the T slots), which costs
-O(T) per step, the same order as attending over the cache.
-
-Example
--------
-
-Decoding with :func:`attnkit.multi_head_attention`: :func:`init_kv_cache` makes the cache,
-each call appends its positions and returns the updated cache (a prompt, then one token at
-a time; GQA and RoPE as the layer has them):
+The cache is a named tuple of arrays (a JAX pytree, for ``jax.jit`` and ``jax.lax.scan``);
+``length`` is a 0-d integer array. :func:`append_kv` returns a new cache, writing at a
+traced offset with ``take`` + ``where`` over the T slots (O(T) per step).
 
 .. code-block:: python
 
@@ -29,8 +20,7 @@ a time; GQA and RoPE as the layer has them):
     token = rng.standard_normal((1, 1, 64), dtype=np.float32)
     out, _, cache = ak.multi_head_attention(token, params=params, cache=cache, **opts)
 
-The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
-works the same way); ``tests/test_docstrings.py`` runs them.
+NumPy is imported as ``np``.
 """
 
 from __future__ import annotations

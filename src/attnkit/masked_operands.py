@@ -1,11 +1,8 @@
 """Masking the operands: which pairs a tile allows, and zeroing what a mask leaves unused.
 
-Masked scores are replaced with ``where`` (:mod:`attnkit.softmax`), so a NaN or inf
-score there never leaks. But a NaN or inf stored in a key, value or query row that a
-mask leaves unused could still reach the outputs or the gradients through ``0 * NaN``
-in the matrix products; :func:`neutralize` zeroes such rows first. Both executors
-(:mod:`attnkit.blocked` and :mod:`attnkit.reference`) use these, so every path keeps
-the same promise.
+Masked scores are replaced with ``where``, but a NaN or inf stored in a row a mask leaves
+unused could still reach the results through ``0 * NaN`` in the products;
+:func:`neutralize` zeroes such rows first. Both executors use these.
 """
 
 from __future__ import annotations

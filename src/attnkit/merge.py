@@ -7,9 +7,8 @@ all keys is::
     lse = log(sum_i exp(lse_i))
     out = sum_i exp(lse_i - lse) * out_i
 
-The textbook form gives NaN where a row is empty in every piece (-inf - -inf). Here such
-a row gives out 0 and lse -inf, and a piece in which the row is empty contributes
-nothing. Key-blocked, sparse and distributed (ring) attention are built on this.
+A row empty in every piece gives out 0 and lse -inf (the textbook form gives NaN), and a
+piece in which the row is empty contributes nothing.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Parameter initialization for multi-head attention, PyTorch's scheme on every backend.
 
-``torch.nn.MultiheadAttention._reset_parameters`` draws:
-
-- the input projections with Xavier (Glorot) uniform, ``U(-a, a)``,
-  ``a = sqrt(6 / (fan_in + fan_out))``, over the packed ((Hq + 2 Hkv) E, D) matrix when
-  query, key and value share D, else over each projection separately;
-- the output projection as ``nn.Linear`` does (Kaiming uniform with a = sqrt(5)), which
-  is ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``;
-- all biases zero; ``bias_k`` / ``bias_v`` Xavier normal, ``N(0, 2 / (fan_in + fan_out))``,
-  on their (1, 1, n) shape, i.e. std ``sqrt(1 / n)``.
-
-The draws come from the backend of ``rng`` (NumPy ``Generator``, ``torch.Generator``,
-JAX key), so the same seed gives the same parameters on the same backend.
+As ``torch.nn.MultiheadAttention._reset_parameters``: input projections Xavier uniform,
+``U(-a, a)`` with ``a = sqrt(6 / (fan_in + fan_out))`` (over the packed ((Hq + 2 Hkv) E, D)
+matrix when query, key and value share D); the output projection
+``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``; biases zero; ``bias_k`` / ``bias_v`` Xavier
+normal. Drawn from the backend of ``rng``: the same seed gives the same parameters.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The parameter arrays of one multi-head attention layer, their packed layout, and the
 head counts that shape them.
 
-Parameters follow ``torch.nn.Linear``'s layout, ``y = x @ W.T + b``, so a
-``torch.nn.MultiheadAttention`` state dict maps onto them one to one
-(:meth:`MultiHeadParams.from_packed` slices a packed ``in_proj_weight``). Shapes: Hq query
-heads, Hkv key/value heads (Hq % Hkv == 0), E and Ev features per head, Dq/Dk/Dv input
-features, Do output features.
+``torch.nn.Linear``'s layout, ``y = x @ W.T + b``, so a ``torch.nn.MultiheadAttention``
+state dict maps onto them one to one (:meth:`MultiHeadParams.from_packed` slices a packed
+``in_proj_weight``).
 """
 
 from __future__ import annotations

@@ -2,11 +2,8 @@
 
 :func:`attnkit.scaled_dot_product_attention`, :func:`attnkit.explain`,
 :func:`attnkit.attention_vjp` and :func:`attnkit.validation.check_call` keep their
-signatures for callers; each builds one :class:`Options` from its keyword arguments, and
-everything downstream (validation, dispatch, the front-ends that split a call into
-pieces) takes ``(query, key, value, options)``. Adding a parameter means adding a field
-here (with its default and its line in the docstring), then the parameter to those
-public signatures.
+signatures; each builds one :class:`Options` from its keyword arguments, and everything
+downstream takes ``(query, key, value, options)``.
 """
 
 from __future__ import annotations

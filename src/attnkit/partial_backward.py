@@ -1,9 +1,8 @@
 """The backward pass of one key block of attention, from the whole call's output and lse.
 
-When attention over keys split into pieces is merged by log-sum-exp
-(:func:`attnkit.merge_partials`: ring attention, key-blocked execution), the gradient of
-the merged output splits by piece too. For one piece's keys ``K_b, V_b`` and the whole
-call's output ``O`` and row log-sum-exp ``lse`` (over all pieces)::
+When attention over keys split into pieces is merged by log-sum-exp (ring attention,
+key-blocked execution), the gradient splits by piece too. For one piece's keys
+``K_b, V_b`` and the whole call's ``O`` and ``lse``::
 
     P_b  = exp(scale q K_b^T - lse)      where allowed, else 0     # (..., L, S_b)
     dV_b = P_b^T dO                                                # (..., S_b, Ev)
@@ -11,10 +10,7 @@ call's output ``O`` and row log-sum-exp ``lse`` (over all pieces)::
     dQ  += scale dS_b K_b      (summed over the pieces gives dQ)   # (..., L, E)
     dK_b = scale dS_b^T q                                          # (..., S_b, E)
 
-``dK_b`` and ``dV_b`` are exact for the piece's keys; ``dQ`` is this piece's share, and
-the pieces' shares add up to the whole call's ``dQ``. Only ``(O, lse)`` of the whole call
-is needed, never the pieces' weights: this is the state a ring backward passes around.
-Rows with ``lse = -inf`` (nothing to attend anywhere) get exactly 0.
+Only ``(O, lse)`` of the whole call is needed. Rows with ``lse = -inf`` get exactly 0.
 """
 
 from __future__ import annotations

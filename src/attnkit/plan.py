@@ -1,23 +1,17 @@
 """One plan per call: validate -> plan -> run.
 
-A :class:`Plan` is everything decided about a validated call before any array work:
-the path (the backend's whole-call kernel, its block kernels, the array-API executor, or
-the plain formula), why faster paths were declined, the strategy that computes it, the
-tile or block size, the tile table, and which backward pass differentiates it. It is
-made once per call (once per plain signature: :mod:`attnkit._dispatch` keeps it) and
-read by the forward (:func:`attnkit._dispatch.attend`), the backward (:mod:`attnkit.vjp`)
-and :func:`attnkit.explain`, so each decision is written once.
+A :class:`Plan` is everything decided about a call before any array work (the path and
+why faster ones were declined, the strategy, sizes, tile table, backward pass), made
+once per call (kept per plain signature by :mod:`attnkit._dispatch`) and read by the
+forward, the backward and :func:`attnkit.explain`.
 
-The strategies are tried in order (:data:`STRATEGIES`), the first that takes the call
-plans it (tokamax's ordered implementations), so a new one is one entry::
+The strategies are tried in order (:data:`STRATEGIES`); the first that takes the call
+plans it::
 
     reference     impl="reference": the plain full-matrix formula
     whole call    the backend's fused kernel on the whole call (PyTorch's SDPA)
-    tiles         one loop over the tile table (attnkit.blocked.table) that the backend
-                  compiles (Backend.map_blocks: jax.lax.scan): every call form, one
-                  program whatever L
-    row blocks    query blocks one by one in Python, each reading the key columns its
-                  tiles allow, through the backend's block kernels where they apply
+    tiles         one loop over the tile table that the backend compiles (jax.lax.scan)
+    row blocks    query blocks one by one in Python, through the backend's block kernels
 """
 
 from __future__ import annotations

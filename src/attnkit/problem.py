@@ -1,9 +1,5 @@
-"""Kept importable for code written against earlier versions; not public API.
-
-The validated description of a call lives in :mod:`attnkit._problem`, private: the
-executors work from it and it changes with them. Front-ends that split a call into
-pieces read :class:`attnkit.validation.CallInfo` (from
-:func:`attnkit.validation.check_call`) instead.
+"""Re-exports :class:`attnkit._problem.Problem`, the executors' private description of a call;
+not public API. Front-ends read :class:`attnkit.validation.CallInfo` instead.
 """
 
 from __future__ import annotations

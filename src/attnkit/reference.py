@@ -5,30 +5,14 @@
     out = softmax(q kᵀ · scale + mask) v        q (..., L, E), k (..., S, E), v (..., S, Ev)
 
 :func:`reference_attention` computes exactly this on the whole (..., L, S) score matrix
-(``impl="reference"``), one line per step. What a real call adds is handled after it,
-one helper per concern, so that the formula reads first:
-
-- **dtypes**: 16-bit inputs are computed in float32 (:func:`_operands`).
-- **GQA**: the query's heads are grouped as (Hkv, G), so key and value heads are never
-  copied (:func:`attnkit._problem.gqa_layout`, called by :func:`_operands`).
-- **masks**: ``attn_mask`` is bool (True = may attend) or additive float; causal
-  attention (both alignments), windows, absolute ``q_offset``/``kv_offset`` and every
-  :mod:`attnkit.masks` structure compare positions; both become one bool array of the
-  allowed pairs (:func:`_allowed`). A masked pair is excluded with ``where``, never by
-  adding -inf, so NaN or inf there cannot leak.
-- **the NaN guard**: rows and columns a mask leaves unused are zeroed before the
-  products, and the value product takes nothing from a masked value, so NaN or inf
-  stored there cannot leak through 0 * NaN (:func:`_operands`,
-  :func:`attnkit.masked_operands.weighted_values`).
-- **score_mod**: applied to the scaled scores, before the mask (:func:`_modified`).
-- **empty rows**: :func:`attnkit.softmax.masked_softmax` gives a row with nothing to
-  attend weights 0 and lse -inf, never NaN, so its output is 0.
-- **dropout**: applied to the weights, which are the weights returned (:func:`_dropout`).
-- **weights and lse**: returned with the output; the caller keeps what was asked for.
-
-It materializes the whole score matrix: fine for teaching and verification, not for long
-sequences. The default path is :mod:`attnkit.blocked`, whose
-:func:`attnkit.blocked.block.block_formula` is this formula on one block of query rows.
+(``impl="reference"``), one line per step; each concern of a real call is one helper
+after it: 16-bit inputs computed in float32 and the GQA grouping (:func:`_operands`);
+causal, windows, offsets, structured and array masks as one bool array of allowed pairs,
+excluded with ``where`` (:func:`_allowed`); rows and columns a mask leaves unused zeroed
+before the products (:mod:`attnkit.masked_operands`); ``score_mod`` before the mask
+(:func:`_modified`); empty rows with weights 0 and lse -inf (:mod:`attnkit.softmax`);
+dropout on the weights returned (:func:`_dropout`). The default path,
+:mod:`attnkit.blocked`, runs this formula block by block.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Where the math finds the backend of an array namespace, without importing one.
 
-The math needs a little that the array API standard lacks (random numbers for dropout,
-autodiff helpers, a framework's fused kernels); it asks the backend of the inputs'
-namespace for it (or, to draw parameters before any array exists, the backend of a
-generator). :mod:`attnkit.backends` registers its lookups here when ``attnkit`` is
-imported (the package root imports it last), so the dependency runs one way: the
-backends know the math, the math knows only this protocol. What a backend offers is
-described by :class:`attnkit.backend_protocol.MathBackend` (the half of the protocol
-the math calls, declared by the math itself).
+The math asks the backend of the inputs' namespace (or of a generator) for what the array
+API lacks. :mod:`attnkit.backends` registers its lookups here when ``attnkit`` is
+imported, so the backends know the math and the math knows only the protocol,
+:class:`attnkit.backend_protocol.MathBackend`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """Who holds which positions in a ring, and which (query piece, key piece) pairs do work.
 
 Framework-free planning for ring attention over P devices or processes, shared by the
-JAX (``attnkit.backends.jax.sharding``) and torch (``attnkit.backends.torch.
-distributed``) front-ends. A sequence of length N is cut into pieces, each a contiguous
-run of absolute positions. Two layouts (P = 2, N = 8; the positions each shard holds, in
-its local order)::
+JAX and torch front-ends. Two layouts (P = 2, N = 8; the positions each shard holds)::
 
     contiguous   shard 0: 0 1 2 3           shard 1: 4 5 6 7
     zigzag       shard 0: 0 1 | 6 7         shard 1: 2 3 | 4 5
                  (N cut into 2P chunks of N / 2P; shard r holds chunks r and 2P-1-r)
 
-Under causal attention zigzag gives every shard the same number of allowed pairs: shard
-r's early chunk sees few keys and its late chunk many. In ring step t shard r holds the
-keys of shard (r - t) mod P, so the pairs of every step are known before any work; a pair
-whose causal/window/structured-mask rule allows nothing is never computed (windowed ring
-attention does O(pairs) work).
+Zigzag balances causal work; a (query piece, key piece) pair that allows nothing is
+never computed.
 """
 
 from __future__ import annotations

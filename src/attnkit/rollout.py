@@ -1,9 +1,6 @@
 """Aggregation of attention weights over heads and layers, and attention rollout.
 
-Written once against the array API: NumPy, PyTorch, JAX and array-api-strict arrays in,
-arrays of the same library, dtype and device out (float16/bfloat16 rollout is computed
-and returned in float32); :mod:`attnkit.viz` re-exports :func:`aggregate` and
-:func:`rollout` next to the pictures. Shapes::
+Arrays of the input's library, dtype and device out (16-bit rollout in float32). Shapes::
 
     one layer           (..., H, L, S)       H heads, L queries, S keys
     a stack of layers   (..., N, H, L, S)    N layers; or a list of N (..., H, L, S)
@@ -22,8 +19,7 @@ For example, three layers of four heads over five tokens::
     >>> rollout(w, all_layers=True).shape  # the rollout at every depth
     (3, 5, 5)
 
-The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
-works the same way); ``tests/test_docstrings.py`` runs them.
+NumPy is imported as ``np``.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """Rotary position embeddings (RoPE, Su et al. 2021), written once against the array API.
 
 Shape legend: ``...`` leading dims, H heads, L positions, E features per head, R the
-rotated features (``rotary_dim``, even, <= E; the remaining E - R pass through unchanged).
+rotated features (``rotary_dim``, even, <= E; the others pass through unchanged).
 
-Feature i (of the R rotated ones) pairs with a partner and is turned by the angle
-``position * base ** (-2 f / R)`` of its frequency f = 0 .. R/2 - 1. Two conventions:
-
-- ``interleaved=False`` ("half-split", GPT-NeoX, Llama in Hugging Face): feature f pairs
-  with f + R/2; ``rotate(x) = x * cos + rotate_half(x) * sin`` where
-  ``rotate_half([x1, x2]) = [-x2, x1]``.
-- ``interleaved=True`` (RoFormer, GPT-J, Meta's Llama): feature 2f pairs with 2f + 1.
-
-Both are the same rotation of different feature orders, so the scores q . k depend only
-on the position difference: ``rope(q, m) . rope(k, n)`` is a function of ``m - n``.
+Feature f of the rotated ones is turned by ``position * base ** (-2 f / R)``, paired with
+f + R/2 (``interleaved=False``: GPT-NeoX, Llama in Hugging Face;
+``rotate(x) = x * cos + rotate_half(x) * sin``) or 2f with 2f + 1 (``interleaved=True``:
+RoFormer, GPT-J). Either way ``rope(q, m) . rope(k, n)`` depends only on ``m - n``.
 """
 
 from __future__ import annotations

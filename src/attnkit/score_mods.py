@@ -2,10 +2,8 @@
 the scaled scores before masking and softmax, written once for every backend.
 
 ``score_mod=`` of :func:`attnkit.scaled_dot_product_attention` takes one of these or any
-callable ``f(scores, q_idx, kv_idx, head) -> scores`` over arrays, as FlexAttention's
-``score_mod``: ``scores`` (..., H, Bq, Sk) are the scaled scores of one tile, ``q_idx``
-(Bq, 1) and ``kv_idx`` (1, Sk) absolute positions, ``head`` (H, 1, 1) head indices; all
-broadcast together. The callable must be elementwise (it sees tiles, not whole rows).
+elementwise ``f(scores, q_idx, kv_idx, head) -> scores``, as FlexAttention's (the shapes:
+that function's docstring); it sees tiles, not whole rows.
 
 For example, ALiBi's slopes, soft-capping and a function of the distance (the first row
 of causal attention sees one key, so no modifier changes it)::
@@ -25,8 +23,7 @@ of causal attention sees one key, so no modifier changes it)::
     >>> decay.shape
     (1, 4, 6, 8)
 
-The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
-works the same way); ``tests/test_docstrings.py`` runs them.
+The examples run on NumPy arrays, with NumPy imported as ``np``.
 """
 
 from __future__ import annotations

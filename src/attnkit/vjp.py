@@ -1,42 +1,26 @@
 """``attention_vjp``: attention's output and its vector-Jacobian product, on any backend.
 
-In the style of ``jax.vjp``::
+In the style of ``jax.vjp``, for every argument ``scaled_dot_product_attention`` takes
+(weights and lse aside)::
 
     out, vjp = attnkit.attention_vjp(q, k, v, is_causal=True)
     dq, dk, dv = vjp(d_out)                  # (+ d_mask for an additive attn_mask)
 
-The backward pass is written once in the array API (:mod:`attnkit.blocked.backward`):
-it keeps the output and the row log-sum-exp (O(L) beyond the inputs), recomputes each
-block's probabilities, and visits only the blocks the structure allows, so its cost
-grows with the attended pairs like the forward's. It needs no autodiff, so NumPy and
-array-api-strict arrays get gradients of attention too.
+``d_mask``, for a floating `attn_mask` (a learned bias), is summed over its broadcast
+axes. The backward pass is written once in the array API, so NumPy and array-api-strict
+arrays get gradients of attention with no autodiff. It keeps only the output and the row
+log-sum-exp and, per block the forward visits, recomputes the weights
+(:mod:`attnkit.blocked.backward`)::
 
-Reference
----------
+    P = exp(scores - lse),  dV += P^T dO,  dS = P * (dO V^T - rowsum(dO * O)),
+    dQ = scale dS K,  dK += scale dS^T Q
 
-`ak.attention_vjp` returns the output and its vector-Jacobian product, in the style of
-`jax.vjp`, for every argument `scaled_dot_product_attention` takes (weights and lse
-aside): `out, vjp = ak.attention_vjp(q, k, v, **kwargs)`, then
-`dq, dk, dv = vjp(d_out)`, plus `d_mask` for a floating `attn_mask` (a learned bias),
-summed over its broadcast axes. The backward pass is written once in the array API
-(`attnkit.blocked.backward`), so NumPy and array-api-strict arrays get gradients of
-attention, with no autodiff:
-
-- it keeps only the output and the row log-sum-exp; per block of query rows it
-  recomputes `P = exp(scores - lse)` and forms `dV += P^T dO`,
-  `dS = P * (dO V^T - rowsum(dO * O))`, `dQ = scale dS K`, `dK += scale dS^T Q`;
-- it visits the blocks the forward visits (causal, windows, offsets, every
-  `attnkit.masks` structure), so its cost grows with the attended pairs; key and value
-  gradients add into one running sum per key segment (no scatter, no L x S array);
-- float32 accumulation for 16-bit inputs; fully masked rows give exactly 0; NaN or inf
-  stored at masked positions never reaches a gradient; GQA sums over each group's
-  query heads without copying key/value heads;
-- dropout: the generator is copied before the forward draws and the backward redraws
-  the same keep pattern (NumPy `Generator` and `torch.Generator` state, JAX key), never
-  storing an L x S mask;
-- `score_mod`: ALiBi's and softcap's derivatives are exact; a general callable is
-  differentiated elementwise by the framework's autodiff on PyTorch and JAX, and refused
-  on NumPy with the fix (give a `ScoreMod` its `derivative`).
+Fully masked rows give gradient 0; NaN or inf at masked positions never reaches a
+gradient; dropout's keep pattern is redrawn from a copy of the generator. A general
+`score_mod` callable is differentiated by the framework's autodiff on PyTorch and JAX,
+and refused on NumPy (give a `ScoreMod` its `derivative`). The frameworks' autodiff (a
+`torch.autograd.Function`, a `jax.custom_vjp`) runs this same backward pass;
+`attnkit.explain(...).backward` says which one runs.
 
 A NumPy training loop (plain SGD, no autodiff) that learns to copy the previous token:
 
@@ -65,65 +49,21 @@ A NumPy training loop (plain SGD, no autodiff) that learns to copy the previous 
     print(f"loss {losses[0]:.2f} -> {losses[-1]:.2f}")
     assert losses[-1] < 0.25 * losses[0]
 
-`ak.multi_head_attention_vjp` does the same for a whole multi-head layer (the
-projections' backward pass is three products each), with the gradients of every weight
-and bias as a `MultiHeadParams`; so a NumPy user trains the layer with plain SGD:
+`ak.multi_head_attention_vjp` does the same for a whole multi-head layer, with the
+gradients of every weight and bias as a `MultiHeadParams`:
 
 .. code-block:: python
 
     import attnkit as ak
 
     rng = np.random.default_rng(0)
-    L, V, D, H = 12, 6, 24, 4  # length, vocabulary, model width, heads
-    params = ak.init_multi_head_params(D, H, rng=rng, dtype="float64")
-    pos = rng.standard_normal((L, D - V)) * 0.5  # fixed positional features
-    for step in range(150):
-        tokens = rng.integers(V, size=(8, L))  # a batch of 8 random sequences
-        x = np.concatenate([np.eye(V)[tokens], np.broadcast_to(pos, (8, L, D - V))], axis=-1)
-        y, vjp = ak.multi_head_attention_vjp(x, params=params, num_heads=H, is_causal=True)
-        logits = y[:, 1:, :V]  # predict token i - 1 at position i
-        p = np.exp(logits - logits.max(-1, keepdims=True))
-        p /= p.sum(-1, keepdims=True)
-        target = np.eye(V)[tokens[:, :-1]]
-        loss = -(np.log(p) * target).sum(-1).mean()
-        first = loss if step == 0 else first
-        d_y = np.zeros_like(y)
-        d_y[:, 1:, :V] = (p - target) / target[..., 0].size  # d loss / d y
-        d_params = vjp(d_y)[3]  # gradients of every weight and bias
-        params = ak.MultiHeadParams(
-            *(w if g is None else w - 2.0 * g for w, g in zip(params, d_params, strict=True))
-        )
-    print(f"loss {first:.2f} -> {loss:.2f}")
-    assert loss < 0.5 * first
+    params = ak.init_multi_head_params(24, 4, rng=rng, dtype="float64")  # D = 24, 4 heads
+    x = rng.standard_normal((2, 12, 24))  # (batch, L, D)
+    y, vjp = ak.multi_head_attention_vjp(x, params=params, num_heads=4, is_causal=True)
+    d_params = vjp(np.ones_like(y))[3]  # the gradients of every weight and bias
+    assert d_params.q_weight.shape == params.q_weight.shape
 
-Tested against PyTorch's autograd through the plain float64 formula (1e-11), central
-finite differences with dropout (`tests/test_vjp.py`; the multi-head layer against
-autograd through `multi_head_attention`, `tests/test_multi_head_vjp.py`), and across
-NumPy, PyTorch, JAX and array-api-strict.
-
-**The frameworks' autodiff runs the same backward pass** where attnkit's executor
-computes the call (`impl="generic"`, and `auto` wherever no kernel of the framework
-takes the whole call, which on JAX is every call; on PyTorch a window or structured mask
-then runs the array-API forward under autograd, which gives lse, rather than the block
-kernels): a `torch.autograd.Function`
-(`attnkit/backends/torch/autograd.py`) and a `jax.custom_vjp` save q, k, v, the output
-and lse only, so `loss.backward()` and `jax.grad` need no L x S memory and no
-checkpointing (`tests/test_recompute.py` measures the peak; `tests/test_vjp.py` checks
-the saved tensors, `torch.autograd.gradcheck` in float64, `jax.test_util.check_grads`
-under `jit`). `attnkit.explain(...).backward` says which backward pass runs. Where it
-is not used: PyTorch's whole-call kernel keeps its own backward (SDPA's), under
-`torch.compile` and torch.func's transforms autograd traces the executor, and on JAX a
-call drawing dropout, or whose `score_mod` closes over a differentiated value, is
-differentiated by tracing (its key or value would be closed over by the backward).
-
-**16-bit gradients** are as accurate as PyTorch's math backend by PyTorch's own test
-rule (within 4 times its float16/bfloat16 error against float64 of the same rounded
-inputs), on torch `auto` and `generic`, `jax.grad` and NumPy `attention_vjp`, GQA and
-float masks included (`tests/test_vjp_16bit.py`): every path accumulates in float32, and
-each gradient's error measured 1.00 times the math backend's, the rounding of the result.
-
-The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
-works the same way); ``tests/test_docstrings.py`` runs them.
+The examples run on NumPy arrays, with NumPy imported as ``np``.
 """
 
 from __future__ import annotations

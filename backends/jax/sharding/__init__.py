@@ -5,70 +5,41 @@ Shape legend: ``...`` leading dims, Hq/Hkv heads, L queries, S keys, E features,
 features, P devices along the mesh axis ``axis``.
 
 **Batch/head parallel** needs nothing from this module: the unchanged core under
-``jax.jit`` keeps a ``NamedSharding`` over batch and head axes, and the compiled
-program has no collective (each device attends its own batch entries and heads)::
+``jax.jit`` keeps a ``NamedSharding`` over batch and head axes, with no collective.
 
-    mesh = jax.make_mesh((4,), ("data",))
-    spec = NamedSharding(mesh, PartitionSpec("data", None, None, None))   # (B, H, L, E)
-    q, k, v = (jax.device_put(x, spec) for x in (q, k, v))
-    out = jax.jit(attnkit.scaled_dot_product_attention)(q, k, v)        # sharded like q
-
-Sharding the sequence axis under plain ``jit`` instead makes XLA all-gather K and V onto
-every device, so memory does not shrink: that is what the two functions here are for.
-
-**Ring attention** (:func:`ring_attention`, :mod:`.ring_steps`): every device keeps its
-query shard; K/V shards travel around the ring (device r sends to r + 1, ``ppermute``),
-one step per shard; each step is the core with ``return_lse=True`` at the pieces'
-absolute ``q_offset``/``kv_offset``, merged by ``attnkit.merge_partials``::
+**Ring attention** (:func:`ring_attention`, :mod:`.steps`): every device keeps its query
+shard; K/V shards travel around the ring (device r sends to r + 1), one step per shard,
+each step the core at the pieces' absolute offsets, merged by log-sum-exp::
 
     device:    0        1        2        3          K/V move  0 -> 1 -> 2 -> 3 -> 0
     step 0:   K0       K1       K2       K3
     step 1:   K3       K0       K1       K2
-    step 2:   K2       K3       K0       K1
-    step 3:   K1       K2       K3       K0
+    ...
 
     out_r = merge_partials([core(q_r, K_s, V_s) for s in 0..P-1])   (exact attention)
 
-Per-device memory: its shards of q, k, v, out, lse plus one visiting K/V shard (and in
-the backward dK, dV): O((L + S) / P). Pairs that the structure masks entirely (causal's
-upper triangle, windows, documents) are not computed. The backward pass is a
-``jax.custom_vjp`` saving only ``(out, lse)``: K, V, dK, dV travel the same ring, each
-step's gradients from :func:`attnkit.partial_backward.partial_attention_vjp`.
+Per-device memory: O((L + S) / P). Pairs the structure masks entirely are not computed.
+The backward pass is a ``jax.custom_vjp`` saving only ``(out, lse)`` (:mod:`.steps`).
 
-**Both at once**: on a mesh ("data", "seq"), ``ring_attention(..., axis="seq",
-lead_axes=("data",))`` takes (B, H, L, E) sharded as ``PartitionSpec("data", None,
-"seq", None)``; each "data" group runs its own ring over "seq" on its batch entries
-(``lead_axes=(None, "heads")`` shards the heads instead). The compiled program's only
-collectives are the ring's collective permutes along "seq".
+**Both at once**: ``ring_attention(..., axis="seq", lead_axes=("data",))`` on a mesh
+("data", "seq"): each "data" group runs its own ring over "seq".
 
-**Ulysses** (:func:`ulysses_attention`, :mod:`.ulysses`): two ``all_to_all``\\ s trade
-sequence shards for head shards around the unchanged core; needs Hq and Hkv divisible
-by P.
+**Ulysses** (:func:`ulysses_attention`, :mod:`.ulysses`): sequence shards traded for
+head shards around the unchanged core; Hq and Hkv must divide by P.
 
-Layouts: ``layout="contiguous"`` means shard r holds positions [r L/P, (r+1) L/P);
-``layout="zigzag"`` (the default, load-balanced for causal) means the caller's global
-arrays are already in zigzag order (:func:`zigzag_shard`; shard r holds chunks r and
-2P-1-r of L / 2P), and the output comes back in that order (:func:`zigzag_unshard`).
+Layouts (:mod:`attnkit.ring_plan`): ``"contiguous"``, or ``"zigzag"`` (the default): the
+caller's arrays are already in zigzag order (:func:`zigzag_shard`), and so is the output.
 
 Masks: ``is_causal``, ``window``, ``q_offset``/``kv_offset`` and positional
-``attnkit.masks`` structures (causal, sliding_window, documents, global_tokens,
-block_sparse, key_padding with int lengths, their ``&``/``|``) apply by absolute
-position, exactly as on one device. Segment ids (``attnkit.masks.segments(q_ids,
-kv_ids)``, alone or ``&`` a positional structure; the whole sequence's ids in the
-arrays' order) are sharded like the sequence, and each key shard's ids travel with its
-keys (ring only). Other masks carried by arrays (dense, key padding by an array of
-lengths), dropout, ``return_lse``/``return_weights`` are refused (``ParameterError``).
+``attnkit.masks`` structures apply by absolute position, exactly as on one device.
+Segment ids (``masks.segments``; the whole sequence's ids in the arrays' order) are
+sharded like the sequence (ring only). Other masks carried by arrays, dropout,
+``return_lse``/``return_weights`` are refused (``ParameterError``).
 A query row with no key gives output 0 and gradient 0, never NaN.
-With 16-bit inputs the merges, the gradient sums and the travelling dK, dV are float32
-(outputs and gradients within 4x the one-device core's own error against float64).
+With 16-bit inputs the merges, the gradient sums and the travelling dK, dV are float32.
 
-Errors are raised before any work: a length or head count that does not divide by the
-device count (pad to a multiple, or ring instead of Ulysses), a mesh axis that does not
-exist, inputs sharded otherwise than ``PartitionSpec(None, None, 'seq', None)``.
-
-Several hosts: ``jax.distributed.initialize(coordinator_address="host0:1234",
-num_processes=N, process_id=i)`` before the mesh is made; ``jax.devices()`` then lists
-every host's devices (the tests run 2 processes x 2 devices this way). The README has a
+Errors are raised before any work (:mod:`.checks`). Several hosts:
+``jax.distributed.initialize(...)`` before the mesh is made. The README has a
 paste-and-run script on 4 host devices of one CPU machine.
 """
 

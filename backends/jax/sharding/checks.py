@@ -1,9 +1,8 @@
 """Checks of sequence-parallel calls (:mod:`.sharding`), all before any work.
 
-They read shapes, shardings and Python arguments only: the mesh axis exists, lengths
-and heads divide by the device count, the arrays' shardings are the ones the call
-expects, the core's keyword arguments are ones a sharded call supports. Each error is
-an attnkit error naming the argument, its shape or value, and the fix.
+They read shapes, shardings and Python arguments only (the mesh axis, divisibility by
+the device count, the arrays' shardings, the supported keyword arguments), and raise
+attnkit errors naming the argument and the fix.
 """
 
 from __future__ import annotations

@@ -1,34 +1,15 @@
-"""The per-device bodies of ring attention (run under ``jax.shard_map``), forward and
-backward, built on attnkit's core.
+"""The per-device bodies of ring attention (under ``jax.shard_map``), forward and backward.
 
-Device r of P holds its query shard q_r and, at step t = 0 .. P-1, the key/value shard
-of device s = (r - t) mod P; after each step K and V move one device on (r -> r + 1,
-``jax.lax.ppermute``)::
+Device r of P holds q_r and, at step t, the key/value shard of device s = (r - t) mod P;
+after each step K and V move on one device (``jax.lax.ppermute``). Forward, per step:
+``core(q_r, K_s, V_s, return_lse=True, q_offset=..., kv_offset=...)`` folded in by
+``attnkit.merge_partials``. Backward, per step: ``partial_attention_vjp`` from the saved
+``(out, lse)`` gives dq's share and dK, dV, which travel with K, V and come home after
+one last move.
 
-    step 0: r holds K_r      step 1: r holds K_{r-1}    ...   step P-1: r holds K_{r+1}
-
-Forward, per step: ``(o_t, lse_t) = core(q_r, K_s, V_s, return_lse=True, q_offset=...,
-kv_offset=...)`` piece by piece (:mod:`.ring_layout`), folded into the running result by
-``attnkit.merge_partials`` (NaN-free on rows empty in some steps). Backward, per step:
-``attnkit.partial_backward.partial_attention_vjp`` from the saved ``(out, lse)`` gives
-dq's share and the key shard's dK, dV, which travel with K, V and reach their home
-device after one last move. Only ``(out, lse)`` are saved beyond the inputs.
-
-Static offsets, one branch per kind of work: the offsets of step t differ per device,
-and the core needs them as Python ints (they decide the blocks it visits). Each device's
-work in step t is described statically (:meth:`RingPlan.signature`: its live pairs and
-their offsets; a pair that is fully allowed is computed without structure, so such
-pairs look alike on every device); devices with equal signatures share one branch, and
-step t is a ``jax.lax.switch`` on a table indexed by ``jax.lax.axis_index`` (no switch
-when one branch serves all). A pair the skip table marks empty is not traced at all,
-so a device whose whole step is empty runs no attention in that step (windowed ring
-attention does work proportional to the attended pairs). Causal zigzag has at most 3
-distinct branches per step (diagonal, keys earlier, keys later), whatever P is.
-
-The P steps are unrolled in Python (P is static), so there is no loop carry whose
-varying-axis type would need ``jax.lax.pcast`` (``pvary`` is gone in JAX 0.10); the
-bodies run under ``shard_map(..., check_vma=False)``, and their gradients come from the
-custom backward here, never from differentiating the ``shard_map``.
+The core needs the offsets as Python ints, and they differ per device: devices with equal
+static work (:meth:`RingPlan.signature`) share one branch of a ``jax.lax.switch`` on
+``jax.lax.axis_index``; empty pairs are not traced. The P steps are unrolled in Python.
 """
 
 from __future__ import annotations

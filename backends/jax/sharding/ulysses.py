@@ -1,16 +1,13 @@
 """Ulysses sequence parallelism: two ``all_to_all``\\ s around the unchanged core.
 
-Device r of P holds rows r of the sequence for all heads; the first ``all_to_all``
-trades them so that device r holds all rows for heads [r Hq/P, (r + 1) Hq/P); the core
-runs on the whole sequence for those heads (every mask, window and offset applies as
-on one device); the second ``all_to_all`` trades back::
+The core runs on the whole sequence for a device's heads (every mask, window and offset
+applies as on one device)::
 
     (..., Hq, L/P, E)  --all_to_all-->  (..., Hq/P, L, E)  --core-->  (..., Hq/P, L, Ev)
                                         --all_to_all-->  (..., Hq, L/P, Ev)
 
-With GQA, query heads [r Hq/P, ...) and key/value heads [r Hkv/P, ...) stay one group
-mapping (query head i meets key head i // G on both sides). Gradients are JAX's own
-through ``all_to_all`` (its transpose is the reverse trade) and the core's custom_vjp.
+With GQA the group mapping holds on both sides. Gradients are JAX's own through
+``all_to_all`` and the core's custom_vjp.
 """
 
 from __future__ import annotations

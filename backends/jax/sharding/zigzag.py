@@ -1,12 +1,11 @@
 """The zigzag (load-balanced) order of a sequence and its inverse.
 
-The length N is cut into 2P chunks of N / 2P; in zigzag order shard r (the r-th of P
-equal contiguous blocks) holds chunks r and 2P-1-r (P = 2, N = 8)::
+N is cut into 2P chunks; in zigzag order shard r holds chunks r and 2P-1-r (P = 2)::
 
     natural   0 1 2 3 4 5 6 7        chunks [0 1] [2 3] [4 5] [6 7]
     zigzag    0 1 6 7 | 2 3 4 5      shard 0 = chunks 0, 3; shard 1 = chunks 1, 2
 
-``zigzag_unshard(zigzag_shard(x, P), P) == x``. Both are a gather along one axis.
+``zigzag_unshard(zigzag_shard(x, P), P) == x``; both are a gather along one axis.
 """
 
 from __future__ import annotations

@@ -1,27 +1,18 @@
 """Attention over torch.distributed processes: ring and Ulysses sequence parallelism, and
 batch/head parallelism through DTensor.
 
-Each process passes its local shard, the sequence on axis -2, and gets its local output
-shard; every process of ``group`` must call with shards of one shape and the same
-arguments (checked before any work). Shape legend: ``...`` leading dims, Hq/Hkv heads,
-P processes, L/S whole query/key lengths, E features, Ev value features::
+Each process passes its local shard (the sequence on axis -2; the same shape and
+arguments on every process of ``group``, checked before any work) and gets its rows::
 
     query (..., Hq, L/P, E)   key (..., Hkv, S/P, E)   value (..., Hkv, S/P, Ev)
     -> out (..., Hq, L/P, Ev), the rows this process holds, in its layout
 
-Layouts (P = 2, L = 8; the positions each rank holds, in its local order)::
-
-    contiguous   rank 0: 0 1 2 3           rank 1: 4 5 6 7
-    zigzag       rank 0: 0 1 | 6 7         rank 1: 2 3 | 4 5
-
 ``layout="zigzag"`` means the caller's shards are already in zigzag order (rank r holds
-chunks r and 2P-1-r of 2P equal chunks: balanced causal work); :func:`zigzag_shard` and
-:func:`zigzag_unshard` convert. The ring (K/V blocks travel to rank r + 1 each step)::
+chunks r and 2P-1-r of 2P equal chunks, :mod:`attnkit.ring_plan`); :func:`zigzag_shard`
+and :func:`zigzag_unshard` convert. In the ring, step t, rank r holds the K/V block of
+rank r - t (:mod:`.ring`).
 
-    step 0: rank r attends its own K/V block     rank 0 -> rank 1 -> ... -> rank P-1
-    step t: rank r holds the block of rank r-t     ^________________________|
-
-Gathered over the processes the result equals (float64 to ~1e-12) the one-process core::
+Gathered over the processes the result equals the one-process core::
 
     attnkit.scaled_dot_product_attention(q_all, k_all, v_all, **core_kwargs)
 
@@ -29,14 +20,12 @@ with the core's keyword arguments (``is_causal``, ``scale``, ``enable_gqa``,
 ``causal_alignment``, ``window``, ``q_offset``/``kv_offset`` of the whole call,
 ``attn_mask`` as an :mod:`attnkit.masks` structure, ``score_mod``, ``impl``,
 ``block_size``); no dropout, weights or lse. Positional structures apply by absolute
-position; segment ids (``attnkit.masks.segments(q_ids, kv_ids)``, alone or ``&`` a
-positional structure) are this process's shard of the ids, in its shards' order, and in
-the ring each key shard's ids travel with its keys; other masks carried by arrays are
-refused in the ring (Ulysses takes them for the whole sequence). Fully masked rows give
-exactly 0 output and 0 gradient, never NaN.
+position; segment ids are this process's shard of the ids; other masks carried by arrays
+are refused in the ring (Ulysses takes them whole). Fully masked rows give 0 output and
+0 gradient.
 
 On one CPU machine, 4 gloo processes (paste and run; the tests run this script as it
-is, and it prints the largest difference from one process, about 5e-7 in float32)::
+is, and it prints the largest difference from one process)::
 
     cat > ring_torch.py <<'EOF'
     import torch
@@ -66,22 +55,11 @@ is, and it prints the largest difference from one process, about 5e-7 in float32
     torchrun --standalone --nproc-per-node=4 ring_torch.py
 
 Batch/head parallel (no sequence split) needs no collective: shard batch or heads with
-DTensor and run the unchanged core on the local tensors (tested in
-tests/distributed/test_torch_distributed.py)::
+DTensor (``distribute_tensor(x, mesh, [Shard(1)])``) and run the unchanged core on
+``.to_local()`` tensors; ``DTensor.from_local`` puts the output back on the mesh.
 
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import DTensor, Shard, distribute_tensor
-    mesh = init_device_mesh("cpu", (P,))
-    qd, kd, vd = (distribute_tensor(x, mesh, [Shard(1)]) for x in (q, k, v))  # heads
-    out_local = attnkit.scaled_dot_product_attention(
-        qd.to_local(), kd.to_local(), vd.to_local(), is_causal=True)  # (1, 4/P, L, 64)
-    out = DTensor.from_local(out_local, mesh, [Shard(1)])  # (1, 4, L, 64) sharded on heads
-    out.full_tensor()                                      # equal to the core on q, k, v
-
-Several hosts: the same script under ``torchrun --nnodes=N --nproc-per-node=G
---rdzv-backend=c10d --rdzv-endpoint=host0:29500``; nothing here depends on processes
-sharing a machine. Give each ring its own process group (``group=``, from
-``torch.distributed.new_group``) to run several at once (one per batch shard).
+Several hosts: the same script under ``torchrun --nnodes=N ...``. Give each ring its
+own process group (``group=``) to run several at once.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Checks for ring and Ulysses attention over torch.distributed, made before any work.
 
-Each process first checks its own shard (types, device against the process group's
-backend, the core's own validation, divisibility), then every process learns whether all
-agree in one ``all_gather`` of a 2-element int64 tensor per rank: a CRC of the shapes,
-dtype and arguments, and a failure flag. Only on disagreement does a second, slower
-``all_gather_object`` fetch each rank's description for the message. Every rank then
-raises the same kind of attnkit error, so no rank hangs in a collective the others never
-enter and nothing runs on inconsistent shards (DeepSpeed's Ulysses silently corrupted
-outputs there: its issues 7384, 7842).
+Each process checks its own shard (types, device, the core's validation, divisibility),
+then one ``all_gather`` of a CRC of the shapes, dtype and arguments and a failure flag
+tells every rank whether all agree (``all_gather_object`` fetches the details only on
+disagreement). Every rank then raises the same attnkit error, so no rank hangs in a
+collective the others never enter.
 """
 
 from __future__ import annotations

@@ -1,23 +1,17 @@
 """Ring attention over torch.distributed: a ``torch.autograd.Function`` whose forward and
 backward pass K/V blocks around the ring with ``dist.batch_isend_irecv``.
 
-Rank r holds its query, key and value shard (pieces of absolute positions,
-:mod:`.distributed_layout`). In step t = 0 .. P-1 it holds the key/value shard of rank
-(r - t) mod P and sends what it holds to rank r + 1 while computing::
+In step t = 0 .. P-1 rank r holds the key/value shard of rank (r - t) mod P and sends it
+on to rank r + 1 while computing, for every (query piece i, key piece j) pair the mask
+does not leave empty::
 
-    forward   (o_ij, lse_ij) = attnkit.scaled_dot_product_attention(q_i, k_j, v_j,
-                  return_lse=True, q_offset=pos(q_i), kv_offset=pos(k_j), ...)
+    forward   (o_ij, lse_ij) = core(q_i, k_j, v_j, return_lse=True, q_offset=pos(q_i), kv_offset=pos(k_j))
               (out_i, lse_i) = attnkit.merge_partials([out_i, o_ij], [lse_i, lse_ij])
-    backward  (dq_ij, dk_j, dv_j) = attnkit.partial_backward.partial_attention_vjp(
-                  q_i, k_j, v_j, out_i, lse_i, d_out_i, ...)
-              dq_i += dq_ij;  dK, dV of the held shard += dk_j, dv_j, and dK, dV travel
-              with K, V (one more hop at the end brings them home)
+    backward  (dq_ij, dk_j, dv_j) = partial_attention_vjp(q_i, k_j, v_j, out_i, lse_i, d_out_i)
+              dq_i += dq_ij;  dK, dV travel with K, V and come home after one last hop
 
-for every pair (query piece i, key piece j) that the causal/window/mask rule does not
-leave empty. Saved for backward: the local q, k, v, the merged output and lse (O(N/P)),
-so both passes' memory divides by P. Rows with nothing to attend: output 0, lse -inf,
-gradient 0 (the core's merge and backward are NaN-free there).
-"""
+Saved for backward: the local q, k, v, output and lse, so memory divides by P.
+"""  # noqa: E501
 
 from __future__ import annotations
 

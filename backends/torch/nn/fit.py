@@ -1,15 +1,11 @@
 """How the drop-in modules fit torch's own machinery: autocast, nested tensors, and the
 native fast path of ``nn.TransformerEncoderLayer``.
 
-- **autocast**: torch casts the inputs of ``F.linear`` and ``F.scaled_dot_product_attention``
-  to the autocast dtype (float32 -> bfloat16 on CPU, float16 on CUDA; float64 is left
-  alone), so ``nn.MultiheadAttention`` returns the autocast dtype. The drop-in does the
-  same: its inputs and parameters in that dtype, attnkit's 16-bit path underneath
-  (float32 accumulation), the result in that dtype.
-- **nested tensors**: ``nn.TransformerEncoder`` in eval mode turns a padded batch into a
-  nested tensor when its first layer's attention passed torch's checks at construction
-  (the attention was swapped in afterwards). The drop-in pads it, attends with the
-  padding masked, and returns a nested tensor of the same lengths.
+- **autocast**: inputs and parameters in the autocast dtype (float64 left alone),
+  attnkit's 16-bit path underneath (float32 accumulation), the result in that dtype,
+  as ``nn.MultiheadAttention``.
+- **nested tensors** (``nn.TransformerEncoder`` in eval mode): padded, attended with the
+  padding masked, and returned nested with the same lengths.
 """
 
 from __future__ import annotations

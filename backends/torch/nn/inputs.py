@@ -1,9 +1,7 @@
 """PyTorch's module conventions for inputs and masks, checked and turned into attnkit's.
 
-``torch.nn.MultiheadAttention`` takes bool masks where True means NOT allowed (padding,
-or a forbidden pair) and float masks added to the scores; attnkit's bool masks say True
-= may attend. The checks raise attnkit's typed errors naming the argument and the fix,
-before any work.
+``torch.nn.MultiheadAttention``'s bool masks mean True = NOT allowed; attnkit's, True =
+may attend. The checks raise attnkit's typed errors before any work.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """``MultiheadAttention``: a drop-in ``torch.nn.MultiheadAttention`` over attnkit's core.
 
-The math is :func:`attnkit.multi_head_attention` (projections, heads, GQA, RoPE, windows,
-the kv cache); the module holds the ``nn.Parameter``s under torch's names (its
-``state_dict`` loads), converts torch's conventions (:mod:`attnkit.backends.torch.nn.inputs`)
-and draws dropout from a ``torch.Generator``.
-
-Shape legend: B batch, L target length, S source length, D ``embed_dim``, Hq/Hkv heads.
+The math is :func:`attnkit.multi_head_attention`; the module holds the ``nn.Parameter``s
+under torch's names, converts torch's conventions (:mod:`.inputs`) and draws dropout
+from a ``torch.Generator``. Shape legend: B batch, L target length, S source length,
+D ``embed_dim``, Hq/Hkv heads.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """What the approximate attentions share: input checks, key padding, safe division.
 
-Everything here that validates runs before any array work and reads only shapes, dtypes,
-namespaces and devices. :func:`prepare` returns the operands in the compute dtype
-(float32 for float16/bfloat16 inputs) with padded keys and values replaced by 0 through
-``where``, so NaN or inf stored in padding cannot leak through ``0 * NaN``.
-
-Key padding convention (every method): ``key_padding_mask`` is a bool array of shape
-(..., S) that broadcasts to the inputs' leading dims (..., H) followed by S, True = this
-key may be attended (attnkit's convention for bool masks). A per-batch mask (B, S) needs
-its head axis: ``mask[:, None, :]``. ``attnkit.masks.key_padding(lengths)`` is accepted
-too (it carries the (B, 1) leading dims itself).
+:func:`prepare` checks the inputs before any array work and returns the operands in the
+compute dtype with padded keys and values replaced by 0 through ``where``, so NaN stored
+in padding cannot leak. The key padding convention: :mod:`attnkit.approx`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Linformer (Wang et al. 2020): attention over k projected keys instead of S keys.
 
-The key and value sequences are projected along the sequence axis by matrices
-E (k, S) and F (k, S), learned in the paper, so the score matrix is L x k::
+Keys and values are projected along the sequence by E (k, S) and F (k, S)::
 
     out = softmax(scale * Q (E K)^T) (F V)          # (..., L, Ev); time and memory O(L k)
 
 With E = F = I (k = S) this is exact attention. :func:`linformer_projections` makes
-untrained projections: Gaussian (the paper's Johnson-Lindenstrauss argument, entries
-N(0, 1/k)) or segment means (the pooling the paper lists among its alternatives).
+untrained projections: Gaussian (entries N(0, 1/k)) or segment means.
 """
 
 from __future__ import annotations

@@ -1,20 +1,15 @@
 """Nystromformer (Xiong et al. 2021): softmax attention through m landmarks.
 
-The landmarks are segment means (:mod:`attnkit.approx.segments`) of the queries,
-Q~ (..., m, E), and of the keys, K~ (..., m, E). Attention is approximated by three
-small softmax matrices and the Moore-Penrose pseudo-inverse of the middle one::
+The landmarks are segment means (:mod:`.segments`) of the queries, Q~ (..., m, E), and of
+the keys, K~ (..., m, E)::
 
     F = softmax(scale * Q  K~^T)          # (..., L, m)
     A = softmax(scale * Q~ K~^T)          # (..., m, m)
     B = softmax(scale * Q~ K^T)           # (..., m, S)
-    out = F pinv(A) (B V)                 # (..., L, Ev); time and memory O((L + S) m)
+    out = F pinv(A) (B V)                 # (..., L, Ev); O((L + S) m)
 
-With m = L = S the landmarks are the queries and keys themselves, F = A = B is the exact
-attention matrix P and out = P pinv(P) P V = P V: exact attention.
-
-pinv(A) is the paper's iteration (Razavi et al. 2014), started at
-Z_0 = A^T / (||A||_1 ||A||_inf), with the norms of each matrix (of each batch and head,
-so that batch elements never influence each other)::
+With m = L = S this is exact attention. pinv(A) is the paper's iteration, per batch and
+head, from Z_0 = A^T / (||A||_1 ||A||_inf)::
 
     Z_{j+1} = Z_j (13 I - A Z_j (15 I - A Z_j (7 I - A Z_j))) / 4
 """

@@ -1,29 +1,14 @@
 """Performer (Choromanski et al. 2021): softmax attention through positive random features.
 
-FAVOR+ writes the softmax kernel as an expectation over Gaussian w, with x and y the
-query and key scaled so that x . y = scale * q . k::
+With x, y the query and key scaled so that x . y = scale * q . k, and m random features
+W (m, E) (:func:`performer_features`)::
 
     exp(x . y) = E_w[phi(x) . phi(y)],   phi(x)_i = exp(w_i . x - |x|^2 / 2) / sqrt(m)
+    out = phi(Q) (phi(K)^T V) / (phi(Q) (phi(K)^T 1))        # (..., L, Ev), O((L + S) m E)
 
-and replaces the expectation by m random features W (m, E) (:func:`performer_features`).
-Attention then costs O((L + S) m E) instead of O(L S E)::
-
-    out = phi(Q) (phi(K)^T V) / (phi(Q) (phi(K)^T 1))        # (..., L, Ev)
-
-Numerical safety: each query's features are multiplied by exp(-max_i(w_i . x - |x|^2/2))
-(one constant per query row) and the keys' features by exp(-c), c the running maximum
-of w_i . y - |y|^2 / 2 over the live keys read so far (one constant per batch and head;
-the sums already accumulated are rescaled by exp(c_old - c_new) when it grows, as the
-online softmax does). Both factors cancel exactly between the numerator and the
-denominator, and every feature is then <= 1, so nothing overflows. The 1/sqrt(m)
-cancels the same way and is left out.
-
-Keys and queries are read in chunks of rows, so the working memory is bounded by the
-chunk, not by L or S, and time grows linearly in both. Non-causal: the keys are folded
-into the state sum_j phi(k_j) v_j^T (..., m, Ev) chunk by chunk, then each query chunk
-reads it. Causal: query i may attend keys j <= i (``top_left``) or j <= i + S - L
-(``bottom_right``); the prefix sums are never stored per position: keys before a query
-chunk are in the running state, keys inside it go through a masked (..., C, C) block::
+Queries' and keys' features are divided by their (running) maxima, which cancel, so no
+feature exceeds 1. Rows are read in chunks of C; causal, keys before a query chunk are in
+the running state and keys inside it go through a masked (C, C) block::
 
     out_chunk = (phi(Q_c) state + tril(phi(Q_c) phi(K_c)^T) V_c) / (same with 1 for V)
 """

@@ -1,20 +1,14 @@
 """Random feature matrices W (m, E) for Performer's FAVOR+ softmax kernel.
 
-Every row w_i is marginally N(0, I_E), which makes the positive random features unbiased:
-exp(x . y) = E_w[exp(w . x - |x|^2 / 2) exp(w . y - |y|^2 / 2)]. Orthogonal random
-features (Choromanski et al. 2021, section 2.4) additionally make the rows of each block
-of E exactly orthogonal, which lowers the variance::
+Every row is marginally N(0, I_E), so the positive random features are unbiased.
+Orthogonal features (Choromanski et al. 2021, section 2.4) make the rows of each block of
+E exactly orthogonal::
 
-    G_b ~ N(0, 1)^(E x E), b = 0 .. ceil(m / E) - 1    # Gaussian blocks
+    G_b ~ N(0, 1)^(E x E)                                # Gaussian blocks
     Q_b R_b = G_b                                        # QR, signs fixed so diag(R_b) > 0
-    U = rows of Q_b^T, stacked, first m                  # (m, E) orthonormal within a block
-    W = diag(|g_i|) U,  g_i ~ N(0, I_E)                  # chi_E row norms, as Gaussian rows
+    W = diag(|g_i|) (rows of Q_b^T, stacked, first m)    # chi_E row norms, g_i ~ N(0, I_E)
 
-Fixing the signs so that diag(R) > 0 makes Q exactly Haar-distributed (Mezzadri 2007), so
-each row is uniform on the sphere. QR uses the array API ``linalg`` extension where the
-namespace has it and a modified Gram-Schmidt written in array-API operations otherwise
-(which yields the same Q). Draws go through the backend adapter of the inputs
-(:mod:`attnkit.backends`): numpy Generator, torch.Generator or JAX key.
+QR from the array API ``linalg`` extension, else a Gram-Schmidt in array-API operations.
 """
 
 from __future__ import annotations

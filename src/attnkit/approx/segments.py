@@ -1,16 +1,12 @@
 """Splitting a sequence into m contiguous segments of nearly equal size, and their means.
 
-n positions split as ``numpy.array_split`` does: with c = n // m and r = n % m, the
-first r segments hold c + 1 positions and the other m - r hold c. Drawn for n = 7, m = 3::
+n positions split as ``numpy.array_split`` does (the first n % m segments one longer),
+n = 7, m = 3::
 
     position  0 1 2 | 3 4 | 5 6
     segment   0 0 0 | 1 1 | 2 2
 
-Nystromformer's landmarks are the segment means of the queries and of the keys; a
-Linformer projection can be the same averaging (``linformer_projections(kind="mean")``).
-With key padding the segments are taken over the keys that may be attended, in order,
-so padded keys never enter a landmark and a padded sequence gives the landmarks of the
-unpadded one.
+With key padding the segments cover the live keys only.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Gradients that many blocks add into: key/value gradients over key segments, and sums
 over broadcast axes.
 
-Each query block of the backward pass contributes to the key rows its tile reads (a few
-ranges of S). The array API has no scatter-add (and JAX arrays are immutable), so the
-key axis is cut at every range boundary of every block into segments, each segment keeps
-one running sum, and the gradient is their concatenation: the work is the contributions'
-size (what the blocks attend), never a full (..., S, E) addition per block.
+The array API has no scatter-add, so the key axis is cut at every range boundary of
+every block into segments, each keeping one running sum; the gradient is their
+concatenation, and the work is what the blocks attend, never (..., S, E) per block.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """The backward pass of attention, block by block, from the saved output and lse.
 
-For query rows [q_lo, q_hi) against the key columns their tile allows (the forward
-pass's blocks, so the work grows with the attended pairs as the forward's does), in the
-compute dtype (float32 for 16-bit inputs)::
+For query rows [q_lo, q_hi) against the key columns their tile allows, in the compute
+dtype::
 
     P   = exp(scores - lse)  where allowed, else 0      # (..., Bq, Sk), recomputed
-    P   = P / rowsum(P)      (whole rows only, see below)
+    P   = P / rowsum(P)      (whole rows only)
     Pd  = dropout(P)         (the forward's keep pattern, redrawn from the replayed rng)
     dV += Pd^T dO                                        # (..., Sk, Ev)
     dP  = dropout(dO V^T)                                # (..., Bq, Sk)
@@ -14,21 +13,9 @@ compute dtype (float32 for 16-bit inputs)::
     dQ  = scale * dR K,      dK += scale * dR^T Q
     dM  = dS summed over the additive mask's broadcast axes
 
-The division by rowsum(P) (issue 25, item 6): where a huge finite additive mask value
-(-1e30 in float64, -1e9 or finfo.min in float32) dominates a row, lse = m + log(n) rounds
-to m and exp(scores - lse) sums to up to n, not 1; the gradients came out up to n times
-too large. exp(scores - lse) is still proportional to the weights (and <= 1, since
-lse >= max(scores)), and a block holds every key its rows may see, so dividing by the
-row sum gives the weights exactly, whatever lse's rounding. A key *piece* (``whole_rows``
-False: :func:`attnkit.partial_backward.partial_attention_vjp`) holds part of each row
-only, so it keeps exp(scores - lse) and the merged lse's precision.
-
-Rows with nothing to attend have lse = -inf and P = 0: their gradients are exactly 0.
-Where pairs are masked and the operands are not known finite, each block zeroes what its
-rows may not touch first (:func:`attnkit.masked_operands.neutralize`), as the forward
-does, so NaN or inf stored at a masked position or a dead key never reaches a gradient.
-With GQA the query heads of a group meet their key/value head by broadcasting and dK,
-dV sum over the group (no copy of the key/value heads).
+Dividing by rowsum(P) (issue 25) keeps the weights exact where a huge finite additive
+mask makes lse round (not for a key piece, ``whole_rows=False``). Rows with nothing to
+attend get gradient 0; NaN or inf at masked positions never reaches a gradient.
 """
 
 from __future__ import annotations

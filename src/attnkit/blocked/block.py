@@ -7,11 +7,8 @@ tile), in the compute dtype::
     weights = softmax(where(allowed, scores, -inf))      # 0 on empty rows
     out     = dropout(weights) @ v                       # (..., Bq, Ev)
 
-:func:`block_formula` is exactly this. Without weights or dropout, :func:`attend_block`
-takes one of its variants (same result, fewer passes over the scores): normalize after
-the value product (``(e @ v) / denom``), take the row sums from the same product
-(``e @ [v | 1]``), skip the row maximum where the scores are provably small
-(:mod:`.shortcuts`), or hand the block to a backend kernel.
+:func:`block_formula` is exactly this; without weights or dropout :func:`attend_block`
+takes an exact variant with fewer passes (:mod:`.shortcuts`) or a backend kernel.
 """
 
 from __future__ import annotations

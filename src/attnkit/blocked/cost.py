@@ -1,9 +1,8 @@
 """The executor's cost model and thresholds: block size, and when to recompute blocks.
 
-A block of Bq query rows reads the key columns its structure allows (Sk: all of S
-unstructured, about Bq + the window under a window) and costs Bq x Sk x heads score
-elements of work plus a fixed overhead (Python dispatch of a few dozen array calls).
-The block size is the power of two that minimizes the total within a memory budget.
+A block of Bq rows reading Sk key columns costs Bq x Sk x heads score elements plus a
+fixed per-block overhead; the block size is the power of two that minimizes the total
+within a memory budget.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """The blocked executor: exact attention over all query rows, by the call's plan.
 
-Two strategies (:mod:`attnkit.plan`) run here. **Tiles** (:mod:`.tile_loop`): one loop
-over the tile table that the backend compiles (``jax.lax.scan``), every call form.
-**Row blocks**: rows of the query ``rows`` at a time (default: :mod:`.cost`) in a Python
-loop, so the scores in memory are (..., Bq, Sk), never (..., L, S) unless the weights are
-asked for. Under a structure (causal, windows, :mod:`attnkit.masks`) each block reads only
-the key columns its rows can see (:mod:`.tiles`), and where the mask holds data
-(segment ids, padding as an array, ``attn_mask``) only the key blocks the plan's table
-finds alive: causal attention does about half the work of full attention, a sliding
-window grows linearly with L, and packed documents skip each other's keys. Each block is
-:mod:`.block`'s formula. Where the backend's kernel attends runs of translated blocks
-(:mod:`.translated_runs`: the interior of a window), the run's rows go to it in one call.
+**Tiles** (:mod:`.tile_loop`): one loop over the tile table that the backend compiles.
+**Row blocks**: ``rows`` query rows at a time (default: :mod:`.cost`) in a Python loop,
+so the scores in memory are (..., Bq, Sk), never (..., L, S) unless the weights are asked
+for. Each block reads only the key columns its structure allows (:mod:`.tiles`) and the
+key blocks the plan's table finds alive, through :mod:`.block`'s formula; a window's
+interior goes to the backend's kernel in runs (:mod:`.translated_runs`).
 """
 
 from __future__ import annotations

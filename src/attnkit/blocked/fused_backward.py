@@ -1,14 +1,9 @@
 """The backend's fused backward kernels inside the row blocks' backward pass.
 
-Where the backend offers a fused backward (PyTorch's CPU flash attention:
-``Kernels.block_backward``, ``run_backward``), a block's gradients come from one kernel
-call given its rows' output and lse, the scores never stored: each block of
-:data:`FUSED_ROWS` rows, and a window's interior as one run of blocks of
-:data:`RUN_BACKWARD_ROWS` whose key gradients the kernel sums by shifted chunks. Taken
-for whole rows (not a key piece of a ring), without an additive mask (a huge additive
-floor needs the renormalized weights of :mod:`.backward`), dropout or score_mod, on
-operands checked finite; the blocks need not be the forward's (the backward reads only
-each row's out and lse).
+Where the backend offers one (``Kernels.block_backward``, ``run_backward``: PyTorch's CPU
+flash attention), a block's gradients, or a window's run's, come from one kernel call
+given the rows' output and lse. Taken for whole rows, without an additive mask, dropout
+or score_mod, on operands checked finite.
 """
 
 from __future__ import annotations

@@ -1,27 +1,17 @@
-"""The loop over tiles of one shape: the backend's (``Backend.map_blocks``, e.g. a
-``jax.lax.scan``), or this module's Python loop where the backend declares none.
+"""The loop over tiles of one shape: the backend's (``Backend.map_blocks``, e.g.
+``jax.lax.scan``), or a Python loop where the backend declares none.
 
-``starts`` has one row of integers per tile: its first ``len(operands)`` entries are
-where the tile's slice of each operand begins on axis -2; entries after them are the
-body's own (a tile id, a live flag). For each tile b, ``body(starts[b], *slices)`` runs
-on the slices ``x[..., starts[b][i] : starts[b][i] + sizes[i], :]`` of ``operands[i]``
-and returns a tuple of arrays (..., rows, X). The first outputs come back stacked (every
-tile's concatenated on axis -2, in order); then ``len(merges)`` are merged and the last
-``len(sums)`` added up. With ``sums[j] = (i, n)`` tile b's output adds into rows
-[starts[b][i], starts[b][i] + sizes[i]) of a zero (..., n, X) array (key gradients). A
-merged output is a piece of attention over part of its rows' keys, packed as
-(..., rows, Ev + 2) = [acc | m | l]; with ``merges[j] = (i, n)`` it merges
-(:func:`attnkit.merge.merge_packed`, the online softmax) into rows [starts[b][i],
-starts[b][i] + sizes[i]) of an (..., n, Ev + 2) array that starts as attention over no
-key: the (query block, key block) tiles of a call become each query block's whole rows::
+``starts`` has one row of integers per tile: first where the tile's slice of each operand
+begins on axis -2, then the body's own entries. For each tile b,
+``body(starts[b], *slices)`` returns arrays (..., rows, X), which are stacked, merged (a
+piece of attention packed [acc | m | l], :func:`attnkit.merge.merge_packed`) or summed
+into rows of the operand they name::
 
     stacked_j = concat_b body(starts_b, slices_b)[j]
     merged_j  = merge_b  place(body(starts_b, slices_b)[split + j], rows of operand i)
     summed_j  = sum_b    place(body(starts_b, slices_b)[split + m + j], rows of operand i)
 
-In the Python loop ``starts[b]`` holds Python ints; in a compiled loop they are traced
-0-d integer arrays, and ``starts`` may itself be an integer array (n, m) computed at run
-time (a tile table read from data).
+In a compiled loop ``starts`` may be traced.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """Two exact shortcuts of the blocked executor, and when they apply.
 
-Both save passes over a block's (..., Bq, Sk) scores without changing the result:
+- **no row maximum** (``shift_free``): when ``scale * max_i |q_i| * max_j |k_j|``
+  (Cauchy-Schwarz) proves no exp can overflow or turn subnormal, the softmax needs no
+  maximum subtracted: the same function;
+- **row sums from the value product**: without weights or dropout, ``e @ [v | 1]``
+  gives ``e @ v`` and the row sums in one product.
 
-- **no row maximum** (``shift_free``): when the Cauchy-Schwarz bound
-  ``scale * max_i |q_i| * max_j |k_j|`` proves that every score lies in [-T, T] with
-  exp(T) * S far from overflow and exp(-T) a normal number (T about 78 in float32 at
-  S = 4096), the softmax needs no maximum subtracted: the same function, every exp to
-  full relative precision;
-- **row sums from the value product** (``[v | 1]``): without weights or dropout,
-  ``e @ [v | 1]`` gives ``e @ v`` and the row sums of ``e`` in one matrix product.
-
-The bound is decided on concrete values only (under ``jax.jit`` the maximum is always
-subtracted) and only where L and S are at least 2E (the norms must cost less than the
-passes they save).
+The bound is decided on concrete values only (never under ``jax.jit``) and only where L
+and S are at least 2E.
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
 """The tile table of a call: which (query block, key block) tiles it attends, and how.
 
-The call's L x S pairs are cut into tiles of ``rows`` query rows by ``cols`` key
-columns (blocks counted from position 0 of the call). Each tile is one of::
+The L x S pairs are cut into tiles of ``rows`` x ``cols`` (blocks counted from position 0
+of the call), each one of::
 
     empty     no pair allowed                    never computed
     full      every pair allowed                 computed without a mask
     partial   some pairs allowed                 computed with the tile's mask
 
-as FlexAttention's ``BlockMask`` holds them (per query block, the key blocks it needs,
-full ones apart). Built statically, once per plan, from the structure's
-:meth:`attnkit.masks.Mask.tile_kind` (causal in both alignments, windows, offsets,
-``documents``, ``block_sparse``, ``bigbird``, ``global_tokens``, static ``key_padding``
-and their ``&`` / ``|``). Masks held as data (``segments`` ids, ``key_padding`` lengths as
-an array, ``dense``) and an ``attn_mask`` array make every candidate tile partial, and
-:func:`live_tiles` reads at run time which of them hold an allowed pair
-(:meth:`attnkit.masks.Mask.tile_live`): a fixed table whose entries carry a live flag,
-so that a traced mask skips tiles inside one compiled program too. Unstructured
-attention is the table of all full tiles.
+as FlexAttention's ``BlockMask``, built from the structure; for masks held as data
+:func:`live_tiles` reads at run time which tiles hold a pair.
 
     causal, L = S = 4 blocks        documents([2 blocks, 2 blocks]) & causal
     P . . .                         P . . .

@@ -1,10 +1,10 @@
 """The backward pass over the tile table: the same tiles as the forward, in one loop.
 
-For each attended tile (query block i, key block j), from the forward's row statistics
-``m`` (row maximum) and ``l`` (row sum of exp(s - m)) and D = rowsum(dO * O)::
+For each attended tile (query block i, key block j), from the forward's row maximum
+``m``, row sum ``l`` and D = rowsum(dO * O)::
 
     P    = where(allowed, exp(s - m) / l, 0)              # (..., Bq, Bk): the weights
-    Pd   = dropout(P)      (the forward's keep pattern: the tile's stream, redrawn)
+    Pd   = dropout(P)      (the tile's stream, redrawn)
     dV_j += Pd^T dO_i
     dP   = dropout(dO_i V_j^T)
     dS   = P * (dP - D_i)                                 # d loss / d scores
@@ -12,12 +12,8 @@ For each attended tile (query block i, key block j), from the forward's row stat
     dQ_i += scale dR K_j,    dK_j += scale dR^T Q_i
     dM   = dS in the additive mask's shape
 
-The weights come from m and l exactly, so a huge finite additive value that dominates a
-row (-1e30 in float64, finfo.min in float32: lse = m + log l rounds to m) gives the same
-gradients as the rows' own softmax. Called with the lse of a larger call instead
-(``whole_rows=False``: ring attention's pieces), m = lse and l = 1. Rows with nothing to
-attend (l = 0) have P = 0: their gradients are exactly 0. The loop is the forward's
-(``Backend.map_blocks``), dQ, dK and dV added into their rows by the loop's sums.
+With the lse of a larger call (``whole_rows=False``: ring pieces), m = lse and l = 1.
+Rows with nothing to attend (l = 0) get gradient 0. The loop is the forward's.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
-"""What the tile loop's bodies share: the list of tiles the loop visits and how a body
-chooses by a tile's kind, the tile's mask and scores, the padding and the leading dims.
+"""What the tile loop's bodies share: the tiles the loop visits, a tile's kind, mask and
+scores, the padding and the leading dims.
 
-A tile is query rows [q, q + Bq) against key columns [k, k + Bk) with q and k the loop's
-integers (traced in a compiled loop): its mask is computed from positions
-(:class:`attnkit.masks.LoopTile`), and a body computes one kind of tile (full: no mask;
-partial: the mask; dead: nothing) chosen statically or, where the kind is read at run
-time, by the backend's ``select``.
+A tile is query rows [q, q + Bq) against key columns [k, k + Bk), q and k the loop's
+integers (traced in a compiled loop); its mask comes from positions
+(:class:`attnkit.masks.LoopTile`). A body computes one kind of tile (full, partial,
+dead), chosen statically or at run time by the backend's ``select``.
 """
 
 from __future__ import annotations

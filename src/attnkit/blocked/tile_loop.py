@@ -1,29 +1,17 @@
 """Attention as one loop over the tile table: every call form, one body per kind of tile.
 
-The table (:mod:`.table`) lists the (query block, key block) tiles a call attends, full
-ones apart. Each tile computes a piece of attention over its key block, FlashAttention's
-online softmax (packed [acc | m | l], :func:`attnkit.merge.merge_packed`)::
+Each attended tile of the table (:mod:`.table`) computes a piece of attention over its
+key block, merged into its query rows by the online softmax (packed [acc | m | l],
+:func:`attnkit.merge.merge_packed`)::
 
     s   = score_mod((q_i * scale) @ k_j^T) + attn_mask tile     # (..., Bq, Bk)
-    s   = where(allowed, s, -inf)        # partial tiles: the mask from positions and data
+    s   = where(allowed, s, -inf)        # partial tiles only
     m   = rowmax(s),  e = exp(s - m),  l = rowsum(e)
     acc = dropout(e) @ v_j                                       # (..., Bq, Ev)
 
-and the pieces merge into their query rows; at the end ``out = acc / l`` and
-``lse = m + log l`` (0 and -inf on rows with no key). The partial tiles' mask is computed
-in the body from the tile's position (a traced integer in a compiled loop): the
-structure's tile (:class:`attnkit.masks.LoopTile`), the ``attn_mask`` array's tile, and
-the padded keys past S; ``score_mod`` sees the tile's absolute positions; dropout draws
-from the tile's place in the grid (``i * n_k + j``, its stream), so the pattern does not
-depend on the loop's order and the backward pass redraws it. Where the mask's data says
-at run time which tiles hold a pair (:func:`.table.live_tiles`), dead tiles are dropped
-before the loop when the values are concrete, and skipped by the backend's ``select``
-(``jax.lax.cond``) inside a compiled loop.
-
-The loop is the backend's (``Backend.map_blocks``): ``jax.lax.scan`` on JAX, so that a
-jitted program holds the two bodies (full and partial) once, whatever L. Operands are
-padded with zeros to whole tiles (padded keys masked, padded rows dropped). Weights, on
-request, come from a second loop over the same table with the final m and l.
+At the end ``out = acc / l`` and ``lse = m + log l`` (0 and -inf on rows with no key).
+Dropout draws from the tile's place in the grid, so the backward redraws it; tiles dead
+at run time are skipped by the backend's ``select``.
 """
 
 from __future__ import annotations

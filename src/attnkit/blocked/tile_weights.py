@@ -1,10 +1,8 @@
 """The weights of a call on request, from a second loop over its tile table.
 
 With the forward's row maximum m and row sum l, each attended tile's weights are
-``where(allowed, exp(s - m) / l, 0)`` (dropout applied as the forward drew it: the same
-stream per tile), and the tiles are placed in their cells of the (..., L, S) grid, zeros
-where no tile was attended: the weights applied, materialized because they are asked
-for. Bands are never asked for weights (the plan takes the grid then).
+``where(allowed, exp(s - m) / l, 0)`` (dropout as the forward drew it), placed in their
+cells of the (..., L, S) grid, zeros elsewhere.
 """
 
 from __future__ import annotations

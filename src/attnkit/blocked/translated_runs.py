@@ -1,21 +1,16 @@
 """Runs of translated blocks: the interior of a sliding window in one kernel call.
 
-Under a structure that depends only on key position minus query position (a window, a
-causal window), every query block of ``rows`` rows away from the sequence's ends reads
-the same number of keys, shifted by ``rows`` from one block to the next, through the same
-(rows, width) tile of allowed pairs. Such a stretch of blocks is a *run*::
+Under a structure that depends only on key position minus query position (a window),
+every query block away from the sequence's ends reads the same tile of keys, shifted by
+``rows`` from one block to the next. Such a stretch is a *run*::
 
     block i of the run: queries [q_lo + i*rows, q_lo + (i+1)*rows)
                         keys    [k_lo + i*rows, k_lo + i*rows + width)
                         allowed tile (rows, width), the same for every i
 
-A backend kernel that attends all blocks of a run in one call (``Kernels.run``; for
-PyTorch one ``F.scaled_dot_product_attention`` over a strided view of the keys, no copy)
-has no per-block dispatch to amortize, so the run takes small blocks (the kernel's
-``run_rows``, 32 for PyTorch): each row then reads rows - 1 keys beyond its own window
-(288 keys for a window of 257 at 32 rows, 512 at the executor's 256). The blocks before
-and after the run, where the sequence's ends clip the window, go through the executor as
-usual. The run's tile is the one the executor caches for every block of that shape.
+A backend kernel attends a whole run in one call (``Kernels.run``; PyTorch: one SDPA over
+a strided view of the keys), in small blocks of its ``run_rows``. The blocks where the
+sequence's ends clip the window go through the executor as usual.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Structured attention masks that tell the executor which key blocks each query block needs.
 
 A :class:`Mask` says, for query rows ``[q_lo, q_hi)``, which key columns may hold an
-allowed pair (``key_ranges``: static Python ints, so whole key blocks are never touched)
-and which pairs inside those columns are allowed (``tile``: a bool array built from
-positions or from the mask's own arrays). Work and memory then grow with the attended
-pairs, not with L x S. Every mask can be materialized to a dense bool array and reports
-its density. Masks combine with ``&`` and ``|``; pass one as ``attn_mask=``.
+allowed pair (static ints, so whole key blocks are never touched) and which pairs inside
+them are allowed (:mod:`.algebra`), so work grows with the attended pairs, not L x S.
+Masks combine with ``&`` and ``|``; pass one as ``attn_mask=``.
 
 Positions are absolute: query row i sits at ``q_offset + i (+ S - L for bottom_right)``
 and key column j at ``kv_offset + j``, so masks stay right when attention is computed
@@ -20,52 +18,29 @@ piece by piece. Mask kinds (x = may attend, L = S = 6 shown)::
     x x x x x x       . . . x x x              . . x x x x           x . . . . x
                                                             (global_tokens(1) | diagonal)
 
-Modules: ``geometry`` (Geometry, Tile, key ranges), ``algebra`` (the Mask protocol, ``&``
-and ``|``), ``windows`` (causal, sliding_window), ``layouts`` (global_tokens, documents,
-block_sparse, bigbird), ``arrays`` (key_padding, segments, dense), ``validation`` (the
-checks they share).
+Modules: ``windows`` (causal, sliding_window), ``layouts`` (global_tokens, documents,
+block_sparse, bigbird), ``arrays`` (key_padding, segments, dense).
 
-Reference
----------
-
-`attnkit.masks` builds masks that the executor reads block by block: each query block
-computes only the key columns its mask can allow, so work and memory grow with the
-attended pairs, not with L x S (a sliding window is linear in L). Pass one as
-`attn_mask=` (or `window=`); combine them with `&` and `|`:
+Example
+-------
 
 .. code-block:: python
 
     import attnkit as ak
-    from attnkit import masks, score_mods
+    from attnkit import masks
 
     rng = np.random.default_rng(0)
-    num_heads, L = 8, 512
-    q, k, v = (rng.standard_normal((2, num_heads, L, 64), dtype=np.float32) for _ in range(3))
-    q_ids = kv_ids = np.repeat(np.arange(4), L // 4)  # a segment id per position
-    layout = rng.random((L // 64, L // 64)) < 0.3  # which (query block, key block) pairs attend
-    bool_array = rng.random((L, L)) < 0.5
-
+    q, k, v = (rng.standard_normal((2, 8, 512, 64), dtype=np.float32) for _ in range(3))
     m = masks.sliding_window((128, 0)) | masks.global_tokens(4)  # causal window + globals
     m = m & masks.key_padding([512, 300])  # per-batch lengths
     out = ak.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    m.materialize(np, 512, 512)  # the dense bool array (..., L, S), in namespace np
+    m.density(np, 512, 512)  # fraction of allowed pairs
 
-    masks.causal("bottom_right")  # both alignments
-    masks.documents([100, 412])  # packed sequences, block-diagonal (static lengths)
-    masks.segments(q_ids, kv_ids)  # the same from id arrays (traceable, no skipping)
-    masks.block_sparse(layout, (64, 64))  # any block layout
-    masks.bigbird(L, block_size=64, seed=0)  # window + global + random blocks, seeded
-    masks.dense(bool_array)  # any bool array
-
-    m.materialize(np, L, L)  # the dense bool array (..., L, S), in namespace np
-    m.density(np, L, L)  # fraction of allowed pairs
-
-    out = ak.scaled_dot_product_attention(
-        q, k, v, is_causal=True, score_mod=score_mods.alibi(num_heads)
-    )
-    out = ak.scaled_dot_product_attention(q, k, v, score_mod=score_mods.softcap(50.0))
-    out = ak.scaled_dot_product_attention(  # any elementwise function of the scaled score,
-        q, k, v, score_mod=lambda s, q_idx, kv_idx, head: s - 0.1 * abs(q_idx - kv_idx)
-    )
+The other kinds: ``causal("bottom_right")``, ``documents([100, 412])`` (packed sequences,
+static lengths), ``segments(q_ids, kv_ids)`` (the same from id arrays, traceable),
+``block_sparse(layout, (64, 64))``, ``bigbird(L, block_size=64, seed=0)`` and
+``dense(bool_array)``.
 
 What each mask means and refuses (every check raises before any work, naming the mask,
 the sizes and the fix):
@@ -80,19 +55,12 @@ the sizes and the fix):
   S entries on their last axis; `dense` takes a bool array only (pass a float additive
   mask as `attn_mask` directly) whose last two axes broadcast to (L, S); arrays a mask
   holds must come from the query's library and device.
-- windows compare local indices plus a Python constant, so they work at any offset
-  even where indices are 32-bit (JAX without x64); masks comparing absolute positions
-  refuse offsets beyond the index dtype with a clear error there.
+- masks comparing absolute positions refuse offsets beyond the index dtype (32-bit in
+  JAX without x64); windows work at any offset.
 
-Masks holding arrays (`key_padding` with an array of lengths, `segments`, `dense`) are
-evaluated per tile and work under `jax.jit`; masks given by Python ints (causal, windows,
-`documents`, `key_padding` with a list, `block_sparse`, `bigbird`) also let whole key
-blocks be skipped. Every mask kind and score modifier is a conformance case on every
-backend, for every impl, at lengths that are not multiples of the block size, with
-gradients on PyTorch and JAX (`conformance/test_structured.py`).
-
-The examples run on NumPy arrays, with NumPy imported as ``np`` (any array library
-works the same way); ``tests/test_docstrings.py`` runs them.
+Masks holding arrays work under `jax.jit`; masks given by Python ints also let whole key
+blocks be skipped. Score modifiers: :mod:`attnkit.score_mods`. The example runs on
+NumPy arrays, with NumPy imported as ``np``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """Adapters: a function with another signature, seen through attnkit's call.
 
-:func:`attnkit.testing.check_attention` calls ``fn(query, key, value, **kwargs)`` with
-query (B, Hq, L, E), key (B, Hkv, S, E), value (B, Hkv, S, Ev) and attnkit's keyword
-arguments. Each adapter returns such a function around one that takes something else,
-and declares what the result supports (:func:`declare`):
+Each wraps a function into ``fn(query (B, Hq, L, E), key, value, **kwargs)``, declares
+what it supports, and raises :class:`~attnkit.testing.Unsupported` where it cannot:
 
-- :func:`time_first`: a (B, T, N, H) function such as ``jax.nn.dot_product_attention``
-  or ``keras.ops.dot_product_attention`` (bool masks as ``mask``, additive as ``bias``,
-  the window as ``local_window_size``, GQA by fewer key/value heads);
-- :func:`window_size`: a kernel taking FlashAttention's ``window_size=(left, right)``
-  (-1 = unbounded) instead of ``window``;
-- :func:`sliding_window`: a kernel taking Hugging Face's causal ``sliding_window=W``;
-- :func:`attnkit_attention`: attnkit itself, with ``softcap=c`` as
-  ``score_mod=score_mods.softcap(c)``.
-
-An adapter raises :class:`~attnkit.testing.Unsupported` for a call it cannot express
-(the case is skipped with that reason). Arrays are handled through the array API, so
-these adapters work for any library and import none.
+- :func:`time_first`: a (B, T, N, H) function such as ``jax.nn.dot_product_attention``;
+- :func:`window_size`: FlashAttention's ``window_size=(left, right)`` (-1 = unbounded);
+- :func:`sliding_window`: Hugging Face's causal ``sliding_window=W``;
+- :func:`attnkit_attention`: attnkit itself, ``softcap=c`` as a score_mod.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""Arrays of any supported library, as the kit sees them: which library, dtype and device
-an array has, and float64 NumPy copies of it and back.
+"""Arrays of any supported library, as the kit sees them: library, dtype and device, and
+float64 NumPy copies of them and back.
 
-Supported libraries: ``"numpy"``, ``"torch"``, ``"jax"`` and ``"array_api_strict"``. A
-library is recognised by the module of an array's type, so nothing here imports a
-framework; conversions to and from one are in ``arrays_torch``, ``arrays_jax`` and
-``arrays_strict``, imported on first use.
+``"numpy"``, ``"torch"``, ``"jax"`` and ``"array_api_strict"``, recognised by the module of
+an array's type; conversions (``arrays_torch``, ``arrays_jax``, ``arrays_strict``) are
+imported on first use.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
-"""The kit's conformance cases, as data: what :func:`attnkit.testing.check_attention`
-runs against a function.
+"""The kit's conformance cases, as data: what :func:`attnkit.testing.check_attention` runs.
 
-Every case is one call in attnkit's vocabulary on 4-D inputs query (B, Hq, L, E), key
-(B, Hkv, S, E), value (B, Hkv, S, Ev): the shapes, the keyword arguments, a mask to draw
-(:class:`MaskSpec`), NaN to write where no query may attend (``poison``), and whether the
-inputs reach the function as non-contiguous views. A case needs the keyword arguments it
-passes (``attn_mask`` for a mask); a function that does not support one of them skips it,
-with that reason. ``dtypes="all"`` cases run in every dtype the function declares, the
-others in its widest one; ``grad`` cases also check gradients where those are declared.
-Each case is small (at most a few hundred scores) and probes the conventions named in
-``probes`` (see :mod:`attnkit.testing.conventions`).
+Every case is one call on query (B, Hq, L, E), key (B, Hkv, S, E), value (B, Hkv, S, Ev):
+the shapes, the keyword arguments, a mask to draw (:class:`MaskSpec`), NaN to write where
+no query may attend (``poison``), and whether the inputs are non-contiguous views. A
+function that does not support a case's arguments skips it, with that reason;
+``dtypes="all"`` cases run in every dtype declared, the others in the widest.
 """
 
 from __future__ import annotations

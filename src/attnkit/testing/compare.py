@@ -1,11 +1,8 @@
 """Measuring a result against an expectation: the largest error, the allowed one, and
-which rows differ.
+which rows differ (a row: one query's output vector, indexed over the leading axes).
 
-A row is one query's output vector (the last axis); its index is a tuple over the
-output's leading axes, e.g. (batch, head, i) for (B, H, L, Ev). NaN is checked first and
-separately: a NaN where a number is expected differs whatever the tolerance (unless the
-row may be NaN, ``nan_ok``), a number where NaN is expected differs too, and equal
-infinities count as equal.
+NaN is checked first: a NaN where a number is expected differs whatever the tolerance
+(unless ``nan_ok``), a number where NaN is expected differs too; equal infinities agree.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 A :class:`Convention` has a name, what it is about, a default (attnkit's choice) and its
 variants, each with the words a report prints. What each variant does to the expected
-result is in :mod:`attnkit.testing.expect`; which frameworks follow which variant is in
-:mod:`attnkit.testing.frameworks` (the one table the README and ``attnkit verify`` read).
+result: :mod:`attnkit.testing.expect`; which frameworks follow which:
+:mod:`attnkit.testing.frameworks`.
 
 ========================  ==================================================================
 convention                variants (the first is attnkit's)

@@ -4,9 +4,7 @@ A result that differs from the expectation under the declared conventions is mea
 against the expectation with one convention changed to each of its other variants (and
 with each keyword argument of the call dropped, for a function that ignores one); the
 changes that make it agree explain it. When no single change does, pairs of changes are
-tried (jax.nn, for example, gives the mean of the values on empty rows *and* computes
-float64 at float32's precision). Only changes that alter the expectation of this call
-count, so a case explains only what it can tell apart.
+tried. Only changes that alter the expectation of this call count.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """What a call must give under a set of conventions: the float64 oracle's answer, changed
 as each convention says, and the error the tolerance table allows around it.
 
-With attnkit's conventions (:data:`~attnkit.testing.conventions.DEFAULTS`) the
-expectation is exactly :func:`attnkit.testing.oracle.attention` of the call. Each other
-variant changes the call or the answer, as the variant's words say:
-
-- ``causal_alignment``: the alignment used when the call names none (causal and windows);
-- ``window_bounds``, ``window_int``: the window's sides moved, an int W read as W // 2;
-- ``mask_polarity``: a bool mask inverted;
-- ``default_scale``: 1/sqrt(Ev), 1/E or 1 when the call gives no scale;
-- ``softcap``: c*tanh(s/c) (attnkit), before scaling, s/(1+|s|/c), or no cap;
-- ``gqa_mapping``: key/value heads tiled (h % Hkv) instead of repeated (h // G);
-- ``empty_rows``, ``empty_rows_additive``: rows with no allowed key set to 0, the mean of
-  the values, or NaN (rows emptied by a bool mask, causal or window; by -inf alone);
-- ``float64_precision``: float64 held to float32's tolerance;
-- ``masked_key_nonfinite``, ``masked_value_nonfinite``: rows may be NaN when NaN was
-  written where no query may attend.
-
-``ignore`` drops keyword arguments from the call: what a function that ignores them gives.
+With attnkit's conventions the expectation is exactly
+:func:`attnkit.testing.oracle.attention` of the call; each other variant changes the call
+or the answer as :mod:`attnkit.testing.conventions` words it. ``ignore`` drops keyword
+arguments from the call.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""One result of a framework named in the kit's words: what ``attnkit verify`` says where
-a framework differs from the oracle, from the same detectors and the same table as the
-reports of :func:`attnkit.testing.check_attention`.
+"""One result of a framework named in the kit's words: what ``attnkit verify`` says where a
+framework differs from the oracle, from the reports' detectors and table.
 
-:func:`name_difference` takes a call (float64 inputs rounded to the dtype the framework
-computed in, so the oracle sees what it saw), the framework's output and its key in the
+:func:`name_difference` takes a call, the framework's output and its key in the
 frameworks table, and returns the conventions behind the difference, their words, and
 whether the table says that framework follows them.
 """

@@ -1,15 +1,8 @@
 """The frameworks' attention and the conventions each follows: the one table that the
-README's "Where attnkit differs from the frameworks", ``attnkit verify``'s findings and
-the reports' words are all read from.
+README's comparison, ``attnkit verify``'s findings and the reports' words read.
 
-Each :class:`Framework` names the attention function, how the kit calls it (``adapter``:
-a function taking attnkit's call, in :mod:`attnkit.testing.peers_torch` and
-:mod:`attnkit.testing.peers_jax`), which keyword arguments and dtypes that call takes,
-the variant of every convention where it is not attnkit's (:mod:`conventions`), and the
-behaviours that are not conventions (what it refuses, what it lacks) in words. The
-tests check every framework here with :func:`attnkit.testing.check_attention`: held to
-these conventions it must come back ok, and checked without them the conventions it is
-found to follow must be exactly these.
+Each :class:`Framework` names the function, its ``adapter`` (``peers_torch``,
+``peers_jax``), what it takes, its variant of each convention and its other behaviours.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The README's table "Where attnkit differs from the frameworks", made from the frameworks
 table (:mod:`attnkit.testing.frameworks`): one column per framework, one row per
-convention (in short words) or behaviour. ``tests/test_testing_frameworks.py`` checks
-that the README holds exactly :func:`markdown_table`, and that every framework follows
-the conventions the table gives it.
+convention (in short words) or behaviour.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The kit's fuzzer: hypothesis draws whole calls within what a function supports and runs
-each like a fixed case; a differing call is shrunk by hypothesis to a small one.
+each like a fixed case; a differing call is shrunk to a small one.
 
-Calls: batch 1 or 2, 1 or 2 key/value heads (times 1 to 3 query heads each, where
-``enable_gqa`` is supported), L and S from 0 to 9, E and Ev from 1 to 9, no mask or a
-bool or additive mask in any broadcast form (rows and columns masked entirely among
-them), causal in both alignments, windows (pairs with None sides, ints), offsets,
-scales and soft caps, each only where the function supports it. The examples are
-derandomized (the same calls every run) and nothing is stored between runs.
-
-hypothesis is an optional dependency (``pip install "attnkit[testing]"``): this module
-imports it, and is itself imported only when the fuzzer runs.
+Calls: batch 1 or 2, 1 or 2 key/value heads (GQA groups where supported), L and S from 0
+to 9, E and Ev from 1 to 9, masks in any broadcast form, both causal alignments,
+windows, offsets, scales and soft caps, each where supported; derandomized. Imported
+only when the fuzzer runs (hypothesis: the ``attnkit[testing]`` extra).
 """
 
 from __future__ import annotations

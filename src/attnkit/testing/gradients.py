@@ -1,13 +1,9 @@
 """Gradients of a checked function against the oracle's analytic ones in float64.
 
-The function's gradients of ``sum(out * grad_out)`` with respect to query, key and value
-(``grad_out`` fresh standard normal), taken by its library's autodiff (PyTorch's
-autograd, ``jax.vjp``), are compared with :func:`attnkit.testing.oracle.attention_grad`
-of the same call under the declared conventions, each within the tolerance table's
-``K eps (1 + max|score|) max(1, max|gold|) max(1, max|grad_out|)``. The oracle's
-gradients know the conventions that change the call (alignment, windows, mask polarity,
-scale, GQA mapping), not those that replace rows after the softmax (empty rows as the
-mean of the values or NaN) nor ``softcap``: such cases are skipped with the reason.
+The gradients of ``sum(out * grad_out)`` with respect to query, key and value, by the
+function's library's autodiff, against :func:`attnkit.testing.oracle.attention_grad` of
+the same call, within the tolerance table. Conventions that replace rows after the
+softmax (empty rows as the mean or NaN) and ``softcap`` are skipped with the reason.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """JAX's attention functions seen through attnkit's call, for
-:func:`attnkit.testing.check_attention` (the frameworks table,
-:mod:`attnkit.testing.frameworks`, names them as adapters).
+:func:`attnkit.testing.check_attention` (named by :mod:`attnkit.testing.frameworks`).
 
-``jax_nn``   ``jax.nn.dot_product_attention`` through :func:`~attnkit.testing.adapters.
-             time_first`: (B, T, N, H) layout, bool masks as ``mask``, additive ones as
-             ``bias``, windows as ``local_window_size``, GQA by fewer key/value heads;
-             value must be shaped like key.
-``keras``    Keras 3's ``keras.ops.dot_product_attention`` the same way, ``softcap`` as
-             its ``attn_logits_soft_cap`` (which Keras takes on TPU only); on the backend
-             ``KERAS_BACKEND`` names (set here to JAX when nothing is set, before Keras is
-             first imported).
-
-Both run under :func:`jitted` (compiled once per call signature: eager JAX dispatches
-every operation on its own, which makes a check several times slower).
+``jax_nn`` (``jax.nn.dot_product_attention``) and ``keras`` (Keras 3's
+``keras.ops.dot_product_attention``, ``softcap`` as ``attn_logits_soft_cap``; JAX as its
+backend unless ``KERAS_BACKEND`` is set), both through
+:func:`~attnkit.testing.adapters.time_first` and :func:`jitted` (compiled once per call
+signature).
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """PyTorch's attention functions seen through attnkit's call, for
-:func:`attnkit.testing.check_attention` (the frameworks table,
-:mod:`attnkit.testing.frameworks`, names them as adapters).
+:func:`attnkit.testing.check_attention` (named by :mod:`attnkit.testing.frameworks`).
 
-Each takes query (B, Hq, L, E), key (B, Hkv, S, E), value (B, Hkv, S, Ev) tensors and
-attnkit's keyword arguments, passes them on under the framework's own names and
-conventions (a bool mask is handed over as it is, whatever the framework takes True to
-mean), and raises :class:`~attnkit.testing.Unsupported` for a call the framework cannot
-express:
-
-``sdpa``                 ``F.scaled_dot_product_attention`` as it is (it takes attnkit's
-                         names), declared with what it supports.
-``multihead_attention``  ``torch.nn.MultiheadAttention``'s computation
-                         (``F.multi_head_attention_forward``, ``need_weights=True`` as the
-                         module's default) with identity projections, so its heads are
-                         the given ones: one head count and size (Hkv == Hq, Ev == E),
-                         the default scale, L and S >= 1.
-``flex_attention``       ``flex_attention`` run eagerly: the causal rule, windows and
-                         offsets as a ``mask_mod`` through ``create_block_mask``
-                         (:mod:`attnkit.testing.translate_torch`), a bool mask the same
-                         way, additive masks and ``softcap`` as a ``score_mod``.
+Each takes attnkit's (B, Hq, L, E) tensors and keyword arguments, passes them on under the
+framework's own names, and raises :class:`~attnkit.testing.Unsupported` for a call the
+framework cannot express: ``sdpa`` (``F.scaled_dot_product_attention``),
+``multihead_attention`` (``F.multi_head_attention_forward`` with identity projections:
+Hkv == Hq, Ev == E, the default scale, L and S >= 1) and ``flex_attention`` (eager; masks
+as a ``mask_mod`` through ``create_block_mask``, additive masks and ``softcap`` as a
+``score_mod``).
 """
 
 from __future__ import annotations

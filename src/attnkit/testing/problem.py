@@ -1,10 +1,8 @@
 """One call as float64 NumPy data: the inputs exactly as the function receives them.
 
-:func:`draw` turns a :class:`~attnkit.testing.cases.Case` into a :class:`Problem` in a
-dtype: fresh standard normal inputs (never zeros) from the case's seed, rounded to the
-dtype so that the oracle sees exactly the values the function sees, the mask drawn from
-its spec, and NaN written into the key or value rows no query may attend (poison).
-:func:`from_call` makes one from arrays a caller already has (any library).
+:func:`draw` makes a case's inputs in a dtype (standard normal from the case's seed,
+rounded to the dtype, the mask drawn, NaN written where no query may attend);
+:func:`from_call` makes one from a caller's arrays.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""The pytest plugin: ``pytest --attnkit-check package.module:function`` adds one test
-per function named, which runs :func:`attnkit.testing.check_attention` on it and fails
-with the report.
-
-Installed with attnkit (the ``pytest11`` entry point ``attnkit``); it does nothing
-unless ``--attnkit-check`` is given, and imports nothing of attnkit's until then. The
-check's options are the function's own (:func:`attnkit.testing.declare`) unless these
-options give them: ``--attnkit-library``, ``--attnkit-supports a,b``,
-``--attnkit-dtypes``, ``--attnkit-examples``.
+"""The pytest plugin: ``pytest --attnkit-check package.module:function`` adds one test per
+function named, which runs :func:`attnkit.testing.check_attention` and fails with the
+report. Installed as the ``pytest11`` entry point ``attnkit``; inert without
+``--attnkit-check``. Options: ``--attnkit-library``, ``--attnkit-supports a,b``,
+``--attnkit-dtypes``, ``--attnkit-examples`` (else the function's :func:`declare`).
 """
 
 from __future__ import annotations

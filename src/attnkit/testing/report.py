@@ -1,11 +1,9 @@
-"""The report :func:`attnkit.testing.check_attention` returns: one result per case, the
-conventions found, and the counts; ``str()`` prints it.
+"""The report :func:`attnkit.testing.check_attention` returns; ``str()`` prints it.
 
-Each differing case names what differs (the measured and allowed error, how many rows
-and which, or what was wrong with the result: its shape, dtype, library, device, NaN, an
-exception) and the convention behind it, in words, with the frameworks that follow it.
-Skipped cases are counted by reason. A failing report ends with how to declare the
-conventions found, so the check holds the function to them instead of failing.
+Each differing case names what differs (the measured and allowed error and the rows, or
+what was wrong with the result) and the convention behind it, with the frameworks that
+follow it; skipped cases are counted by reason. A failing report ends with how to
+declare the conventions found.
 """
 
 from __future__ import annotations

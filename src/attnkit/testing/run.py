@@ -1,10 +1,8 @@
 """One case against one function: draw the inputs, call, check what came back, measure it
 against the expectation, and explain a difference.
 
-Nothing a function does crashes the kit: an exception, a result that is not an array, or
-one of the wrong library, shape, dtype or device, NaN, a write into the inputs, each
-becomes a line of the case's result. A function raises :class:`Unsupported` to say a
-call cannot be expressed in it (the case is skipped with that reason).
+Nothing a function does crashes the kit: each failure becomes a line of the case's
+result; :class:`Unsupported` skips the case with its reason.
 """
 
 from __future__ import annotations

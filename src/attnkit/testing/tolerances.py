@@ -1,20 +1,16 @@
-"""The one tolerance table of the conformance matrix and of :mod:`attnkit.testing`, and the
-comparison that prints it.
+"""The one tolerance table of the conformance matrix and of :mod:`attnkit.testing`.
 
-float32 and float64 (exact paths): a fixed multiple of the dtype's epsilon, scaled by
-the problem's natural magnitude, because rounding a score of size s moves a weight by
-about eps * s::
+float32 and float64 (exact paths): a multiple of epsilon scaled by the problem's
+magnitude (rounding a score of size s moves a weight by about eps * s)::
 
     allowed = K[dtype] * eps[dtype] * (1 + max|scaled scores|) * max(1, max|gold|)
 
-float16 and bfloat16: relative to the error of the same formula evaluated entirely in
-that precision (``oracle.attention_lowp``), plus the rounding of the result::
+float16 and bfloat16: relative to the error of the same formula computed in that
+precision (``oracle.attention_lowp``), rho = 2 for outputs, 5 for gradients::
 
     allowed = rho * max|lowp - gold| + eps[dtype] * max(1, max|gold|)
 
-with rho = 2 for outputs, 5 for gradients. NaN is checked first and separately.
-``score_bound`` gives the problem's magnitude ``max|scaled scores|`` (an upper bound, by
-Cauchy-Schwarz on the rows, plus the largest finite additive bias).
+``score_bound`` bounds ``max|scaled scores|`` (Cauchy-Schwarz plus the largest bias).
 """
 
 from __future__ import annotations

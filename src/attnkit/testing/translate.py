@@ -1,19 +1,14 @@
-"""Translators, both ways, between attnkit's masks and windows and the names other
-libraries give the same thing.
+"""Translators, both ways, between attnkit's masks and windows and other libraries' names.
 
 attnkit's ``window=(left, right)`` lets query i see keys i-left .. i+right (None: that
-side unbounded; an int W means (W, W)). The same window elsewhere::
+side unbounded; an int W means (W, W)). Elsewhere::
 
     FlashAttention   window_size=(left, right), -1 for an unbounded side
-    jax.nn           local_window_size=(left, right) (no unbounded side; an int W is (W, W))
-    Hugging Face     sliding_window=W, with causal: query i sees keys i-W+1 .. i,
-                     which is window=(W - 1, 0) (FlashAttention's path in transformers
-                     passes window_size=(W - 1, W - 1) with causal=True)
+    jax.nn           local_window_size=(left, right) (an int W is (W, W))
+    Hugging Face     sliding_window=W with causal: window=(W - 1, 0)
 
-Key padding: jax.nn's ``key_value_seq_lengths`` (B,) is ``masks.key_padding(lengths)``.
-FlexAttention's ``mask_mod`` and ``BlockMask`` (PyTorch) are in
-:mod:`attnkit.testing.translate_torch`. Each translator raises a
-:class:`~attnkit.errors.ParameterError` naming what cannot be expressed and the fix.
+FlexAttention's: :mod:`attnkit.testing.translate_torch`. What cannot be expressed raises
+a :class:`~attnkit.errors.ParameterError`.
 """
 
 from __future__ import annotations

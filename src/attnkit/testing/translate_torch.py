@@ -1,12 +1,9 @@
-"""Translators between attnkit's masks and FlexAttention's ``mask_mod`` and ``BlockMask``
-(PyTorch), both ways.
+"""Translators between attnkit's masks and FlexAttention's ``mask_mod`` and ``BlockMask``.
 
-A ``mask_mod(b, h, q_idx, kv_idx) -> bool`` says whether query ``q_idx`` may attend key
-``kv_idx`` (True = may attend, as attnkit). attnkit's causal rule, windows and offsets
-become index arithmetic (positions ``q_offset + q_idx (+ S - L for bottom_right)`` and
-``kv_offset + kv_idx``), so ``create_block_mask`` skips whole blocks as attnkit's
-executor does; a bool array or an ``attnkit.masks`` mask becomes a lookup in its dense
-(B, H, L, S) form. The other way, any ``mask_mod`` or ``BlockMask`` becomes
+A ``mask_mod(b, h, q_idx, kv_idx) -> bool`` is True where the query may attend, as in
+attnkit. The causal rule, windows and offsets become index arithmetic (so
+``create_block_mask`` skips blocks); a bool array or an ``attnkit.masks`` mask becomes a
+lookup in its dense form. The other way, any ``mask_mod`` or ``BlockMask`` becomes
 ``attnkit.masks.dense`` of what it allows.
 """
 

@@ -1,21 +1,13 @@
 """The checks of :func:`attnkit.scaled_dot_product_attention`, without the computation.
 
-For front-ends that split one call into pieces (ring and Ulysses attention over devices
-or processes, a caller's own blocking): :func:`check_call` raises exactly the errors the
-call would raise, before any work, and returns the :class:`CallInfo` of the call (shapes,
-dtypes, the structure of the mask, the block size);
-:func:`default_block_size` is the executor's own choice of query rows per block, with its
-memory budget shared among processes when each holds one shard.
+For front-ends that split one call into pieces (ring and Ulysses attention, a caller's
+own blocking): :func:`check_call` raises exactly the errors the call would raise, before
+any work, and returns its :class:`CallInfo` (shapes, dtypes, the mask's structure, the
+block size); :func:`default_block_size` is the executor's choice of rows per block.
 
-Every check of a call lives in this package, and a call goes through one entry:
-:func:`validate` (``._call``), which the public functions (``scaled_dot_product_attention``,
-``explain``, ``attention_vjp``, ``partial_attention_vjp``, :func:`check_call`) call once
-with ``(query, key, value, options)`` and which checks each argument once, in one pass:
-plain arguments (:mod:`attnkit.checks`), then the arrays (``._arrays``), then the
-structure (``._structure``), returning the executors' private description of the call.
-:func:`attnkit.multi_head_attention` checks its own arguments in ``._multi_head`` before
-it calls the core. A mask checks what it is built from when it is built
-(:mod:`attnkit.masks.validation`), and against the call here.
+Every check lives in this package, behind one entry, :func:`validate` (``._call``): plain
+arguments (:mod:`attnkit.checks`), then the arrays (``._arrays``), then the structure
+(``._structure``). Multi-head's own arguments: ``._multi_head``.
 """
 
 from __future__ import annotations

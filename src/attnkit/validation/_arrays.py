@@ -1,8 +1,7 @@
 """Checks of the array arguments: library, rank, dtype, device, shapes, heads, masks.
 
-Everything here reads attributes (types, shapes, dtypes, devices), never values, and
-costs microseconds. Messages name the argument, its shape or dtype, the axis, what was
-expected and how to fix it.
+They read attributes, never values; messages name the argument, its shape or dtype,
+what was expected and the fix.
 """
 
 from __future__ import annotations

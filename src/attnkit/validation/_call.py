@@ -1,10 +1,8 @@
 """Input checks for :func:`attnkit.scaled_dot_product_attention`, gathered in one place.
 
-Everything here runs before any array work and costs microseconds: it reads types,
-shapes, dtypes, namespaces and devices, never values. It returns a
-:class:`attnkit._problem.Problem`, the normalized description the executors work from.
-The checks live in three small modules: plain arguments (:mod:`attnkit.checks`), arrays
-(:mod:`._arrays`) and the structure (:mod:`._structure`).
+Before any array work and reading no values, it returns a
+:class:`attnkit._problem.Problem`, through :mod:`attnkit.checks`, :mod:`._arrays` and
+:mod:`._structure`.
 """
 
 from __future__ import annotations

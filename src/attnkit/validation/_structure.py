@@ -1,10 +1,8 @@
 """The structure of a call: causal, window and structured masks as one Mask, checked.
 
-``is_causal``, ``window`` and an ``attn_mask`` from :mod:`attnkit.masks` (or a
-framework's own mask object, such as PyTorch's ``CausalBias``, converted by its backend)
-combine by AND into one :class:`attnkit.masks.Mask`, which the executors read block by
-block. Each mask checks itself against the call (its arrays' library, device and
-shapes, its lengths, the positions it defines) before any work.
+``is_causal``, ``window`` and an :mod:`attnkit.masks` ``attn_mask`` (or a framework's mask
+object, such as PyTorch's ``CausalBias``) combine by AND into one
+:class:`attnkit.masks.Mask`, checked against the call before any work.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Input checks shared by :mod:`attnkit.viz`: weights arrays, stacks of layers, tokens.
 
-Every public function of ``attnkit.viz`` validates here, before any work, and raises the
-typed attnkit errors with the shape, the expectation and the fix. The weights' checks are
-the math's (:func:`attnkit.rollout.as_weights`, :func:`attnkit.checks.check_choice`),
-shared with aggregation and rollout.
+Every public function validates here, before any work, with the typed attnkit errors;
+the weights' checks are the math's (:func:`attnkit.rollout.as_weights`).
 """
 
 from __future__ import annotations

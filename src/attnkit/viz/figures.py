@@ -1,15 +1,9 @@
 """Matplotlib drawing for :mod:`attnkit.viz`: the heatmap, colour scales, colour bars, saving.
 
-The only modules of ``attnkit.viz`` that import matplotlib (lazily, when a picture is
-asked for) are this one and :mod:`attnkit.viz.figures_grid` (grids of panels): the
-pictures are drawn from NumPy arrays that ``attnkit.viz.plots`` has already validated and
-converted (through the backend adapters' ``to_numpy``). Headless-safe: figures are
-``matplotlib.figure.Figure`` objects made without pyplot, so no display, no global figure
-registry and no GUI backend are touched; saving uses the canvas of the file format (Agg
-for PNG).
-
-Print sizes (issue 18, "figures fit for a paper"): a figure's size in inches is its print
-size, and no text in it is smaller than :data:`TICK_PT` points at that size.
+With :mod:`attnkit.viz.figures_grid`, the only modules of ``attnkit.viz`` that import
+matplotlib (lazily). Figures are ``matplotlib.figure.Figure`` objects made without pyplot
+(no display, no global registry); a figure's size in inches is its print size, and no
+text in it is smaller than :data:`TICK_PT` points.
 """
 
 from __future__ import annotations

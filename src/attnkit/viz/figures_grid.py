@@ -1,18 +1,10 @@
 """Matplotlib drawing of grids of panels: the heads of a layer, the layers x heads overview.
 
 Drawn from NumPy arrays already validated by :mod:`attnkit.viz.plots`. Every grid has one
-colour bar and states its colour scale in the figure (issue 18):
-
-- ``panel_scale="panel"`` (BertViz's choice): each panel runs from 0 to its own maximum,
-  so weak heads stay visible; the bar reads "weight / the panel's maximum" (0 to 1) and
-  a note says "each panel is scaled to its own maximum".
-- ``panel_scale="shared"``: one range, 0 to the largest weight of all panels; the bar is
-  in weight units and reads "attention weight (one scale for all panels)".
-
-Token labels go on the outer panels (query labels down the first column, key labels
-under the bottom panel of each column) when every token gets at least
-``_PITCH_PT`` points of panel at print size; otherwise a note says they were left out.
-Panel sizes are chosen so that 12 layers x 12 heads fit about 12 inches across.
+colour bar and states its colour scale in the figure: ``panel_scale="panel"`` (each panel
+0 to its own maximum, as BertViz) or ``"shared"`` (one range, in weight units). Token
+labels go on the outer panels when every token gets at least ``_PITCH_PT`` points at
+print size; otherwise a note says they were left out.
 """
 
 from __future__ import annotations

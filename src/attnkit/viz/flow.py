@@ -1,24 +1,14 @@
 """Attention flow (Abnar & Zuidema 2020): a maximum flow per (output, input) token pair.
 
-Rollout (:func:`attnkit.rollout`) multiplies the layers' residual-augmented attention
-matrices; attention flow treats them as the capacities of a graph and asks how much can
-flow from an input token to an output token. The graph has N + 1 layers of L nodes::
+The layers' residual-augmented attention matrices (rollout's) are the capacities of a
+graph of N + 1 layers of L nodes::
 
     layer 0 (input tokens)   j  ──Ã_0[i, j]──▶  i   layer 1  ──Ã_1──▶ ... ──▶  layer N
-                                                                             (outputs)
 
     Ã_n = residual * I + (1 - residual) * combine_heads(W_n), each row divided by its sum
 
-(the same matrices as rollout: ``head="mean"`` as in the paper, or ``"max"``).
-``flow[i, j]`` is the max-flow from node j of layer 0 to node i of layer N; each node of
-layers 1..N takes in at most 1 (rows of Ã sum to 1), so ``0 <= flow <= 1``.
-
-Cost: L^2 max-flows on a graph of about N L^2 edges, so it grows like N L^4 (and N^2 L^4
-for ``all_layers=True``); :func:`attention_flow` refuses more than ``max_tokens`` tokens.
-Use :func:`attnkit.viz.rollout` (a few matrix products) for long inputs.
-
-Application layer: NumPy and plain Python (Dinic's algorithm), no torch or jax; weights
-from any backend are validated and converted as the other pictures' inputs are.
+``flow[i, j]`` is the max-flow from node j of layer 0 to node i of layer N, in [0, 1].
+It costs about N L^4, so :func:`attention_flow` refuses more than ``max_tokens`` tokens.
 """
 
 from __future__ import annotations

@@ -1,34 +1,12 @@
 """A self-contained interactive HTML page of attention: BertViz's views and more.
 
-One file, no network (it works from ``file://`` and can be mailed): the page's script and
-style are inline (``page.html`` and the ``page_*.js`` parts next to this module), the
-weights and vectors are embedded as JSON. It needs no Jupyter and no server; in Jupyter,
-:class:`AttentionView` shows itself inline (``_repr_html_``, in an ``iframe`` so that
-several views on one page stay independent).
+One file, no network: script, style and data (:mod:`.page_data`) inline. In Jupyter
+:class:`AttentionView` shows itself inline (``_repr_html_``).
 
-Views (the ``view`` argument, a selector in the page, keys 1-6):
-
-- ``"head"``: lines from each query token to the keys it attends to, opacity = weight,
-  one colour per head; the legend's buttons choose any subset of heads (shift-click: one
-  alone), combined by colour (each pair in its strongest head's colour), mean or max;
-- ``"heatmap"``: the same selection as one cell per query/key pair;
-- ``"model"``: every layer x head as a thumbnail, each scaled to its own maximum; click
-  one (or Enter) to open it in the head view;
-- ``"neuron"``: for one head and query token, the query vector, each key vector, their
-  elementwise product, the score ``scale * q . k`` and the model's weight (needs
-  ``queries`` and ``keys``);
-- ``"rollout"``: attention rollout (:func:`attnkit.viz.rollout`) through each depth;
-- ``"flow"``: attention flow (:func:`attnkit.viz.attention_flow`, a max-flow per token
-  pair; computed by default up to :data:`FLOW_TOKENS` tokens).
-
-Every colour scale has a colour bar with its values; the head colours have a legend.
-Keyboard: left/right head, up/down layer, ``[``/``]`` query token, 1-6 view, ``a`` all
-heads, ``n``/``p`` sentence; in the model view the arrows move and Enter opens.
-
-Several sentences: :meth:`AttentionView.batch` (a selector in the page).
-
-Size: weights are stored at 8 bits per value (relative to each head's maximum, an error
-of at most 1/510 of that maximum) and deflate-compressed; see :mod:`.page_data`.
+Views (``view=``, or chosen in the page): ``"head"`` (lines from each query token to its
+keys, opacity = weight), ``"heatmap"``, ``"model"`` (every layer x head), ``"neuron"``
+(one head's query and key vectors and ``scale * q . k``; needs ``queries`` and
+``keys``), ``"rollout"`` and ``"flow"``. Several sentences: :meth:`AttentionView.batch`.
 """
 
 from __future__ import annotations

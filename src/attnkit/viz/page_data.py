@@ -1,14 +1,10 @@
 """The interactive page's data: weights and query/key vectors, validated and encoded.
 
-One sentence of the page is a dict (JSON) with its tokens, its entries (one per layer,
-then the rollout and the attention flow) and, for the neuron view, its query and key
-vectors. Encodings, both deflate-compressed unless ``compress=False``, then base64:
-
-- weights, one entry ``(heads, L, S)``: 8 bits per value relative to each head's
-  maximum, ``value = byte / 255 * scales[head]`` (error at most 1/510 of the maximum);
-- vectors, one layer ``(heads, L, E)``: 8 bits, signed around 128 and relative to each
-  head's largest magnitude, ``value = (byte - 128) / 127 * scales[head]`` (error at most
-  1/254 of it).
+One sentence is a JSON dict of its tokens, its entries (one per layer, then rollout and
+flow) and the neuron view's vectors. Encodings, deflated unless ``compress=False``, then
+base64: weights at 8 bits relative to each head's maximum,
+``value = byte / 255 * scales[head]``; vectors at 8 bits signed around 128,
+``value = (byte - 128) / 127 * scales[head]``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """One sentence of the interactive page: weights, tokens, rollout, flow and vectors.
 
-:func:`sentence_data` validates one sentence's arrays (before any work) and builds its
-JSON: one entry per layer, the rollout (one matrix per depth), the attention flow (through
-the last layer) and the neuron view's query/key vectors, encoded by :mod:`.page_data`.
+:func:`sentence_data` validates one sentence's arrays and builds its JSON, encoded by
+:mod:`.page_data`.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Pictures of attention weights: a heatmap, a grid of heads, a layers x heads overview.
 
-The weights may come from NumPy, PyTorch (also with ``requires_grad``, on any device) or
-JAX; they are validated here and converted to NumPy through the backend adapters
-(``attnkit.backends.for_namespace(xp).to_numpy``); the drawing itself is matplotlib code in
-:mod:`attnkit.viz.figures` and :mod:`attnkit.viz.figures_grid`, imported only when a
-picture is asked for. Each function returns a ``matplotlib.figure.Figure`` made without
-pyplot (no display needed); write it with :func:`attnkit.viz.save` or ``figure.savefig``.
-
-Every figure has a colour bar, its ticks in the weights' units also for the square-root
-colour scale; the grids state their colour range in the figure (``scale="panel"``: each
-panel 0 to its own maximum, as BertViz, the bar in fractions of that maximum;
-``"shared"``: one range for all panels, the bar in weights) and say so when token labels
-do not fit in a panel (issue 18).
+Weights from NumPy, PyTorch (any device, with ``requires_grad`` too) or JAX are validated
+here and converted to NumPy; the drawing is :mod:`attnkit.viz.figures` and
+:mod:`attnkit.viz.figures_grid`, imported only when a picture is asked for. Each function
+returns a ``matplotlib.figure.Figure`` made without pyplot, with a colour bar in the
+weights' units.
 """
 
 from __future__ import annotations

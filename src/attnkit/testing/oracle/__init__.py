@@ -1,26 +1,16 @@
 """Independent float64 NumPy oracle for scaled dot-product attention.
 
-This is the ground truth of attnkit's conformance matrix and of :mod:`attnkit.testing`
-(not to be confused with ``impl="reference"``, the library's own plain formula). It is
-deliberately written without any code from the library's executor: NumPy only, clarity
-first, speed and memory last (it may copy, repeat heads and build large masks).
+The ground truth of the conformance matrix, sharing no code with the executor.
 
 Shapes (``...`` are leading dims, broadcast by NumPy rules)::
 
     query (..., Hq, L, E)   key (..., Hkv, S, E)   value (..., Hkv, S, Ev)
     out   (..., Hq, L, Ev)  weights (..., Hq, L, S)  lse (..., Hq, L)
 
-A rank-2 input ``(L, E)`` simply has no head axis. Positions are
-``qpos[i] = q_offset + i + shift`` and ``kpos[j] = kv_offset + j`` with
-``shift = 0`` (``"top_left"``) or ``S - L`` (``"bottom_right"``). A key is
-allowed when the causal rule, the window rule and the user mask all allow it.
-Masked positions never influence any result, even if the raw score, key or
-value there is NaN or infinite. A row with no allowed key gives out 0,
-weights 0 and ``lse = -inf``.
-
-Modules: ``forward`` (:func:`attention`, :func:`allowed_mask`, :func:`attention_lowp`),
-``gradients`` (:func:`attention_grad`, :func:`merge`), ``rounding`` (:func:`round_to`).
-``conformance/test_oracle.py`` checks all of it against a brute-force loop.
+Positions are ``qpos[i] = q_offset + i + shift`` (``shift = S - L`` for
+``"bottom_right"``, else 0) and ``kpos[j] = kv_offset + j``; a key is allowed when the
+causal rule, the window rule and the user mask all allow it. Masked positions never
+influence any result; a row with no allowed key gives out 0, weights 0, ``lse = -inf``.
 """
 
 from __future__ import annotations

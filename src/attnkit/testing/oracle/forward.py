@@ -1,9 +1,7 @@
 """The oracle's forward pass: float64 attention, and the same formula rounded to a low
 precision after every step (a naive baseline for the float16/bfloat16 tolerances).
 
-Written without any code of attnkit's executor: clarity first, speed and memory last (it
-may copy, repeat heads and build large masks). Shapes and the position rules: the
-docstring of :mod:`attnkit.testing.oracle`.
+Shapes and the position rules: :mod:`attnkit.testing.oracle`.
 """
 
 from __future__ import annotations
