@@ -113,10 +113,9 @@ nox.options.error_on_missing_interpreters = True
 TORCH = "torch==2.13.0"
 #: The pinned test matrix (pip's ``-c`` format): every install below goes through it.
 CONSTRAINTS = Path(__file__).parent / "tests" / "constraints.txt"
-#: pip's options for every install: the pins, and no bytecode compiled at install time.
-#: Compiling all of torch, JAX and transformers up front took 110 s of the shared
-#: environment's install (27 s without it); instead Python compiles a module when it is
-#: first imported and keeps the bytecode (:data:`PYCACHE`).
+#: pip's options for every install: the pins, and no bytecode compiled at install time
+#: (most of torch, JAX and transformers is never imported): Python compiles a module when
+#: it is first imported and keeps the bytecode (:data:`PYCACHE`).
 NO_BYTECODE = ("--no-compile",)
 INSTALL = (*NO_BYTECODE, "-c", str(CONSTRAINTS))
 #: Where every session's Python keeps the bytecode of what it imports, so that a module is
@@ -174,20 +173,17 @@ def _shared(session: nox.Session) -> dict[str, str]:
     return {"PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "VIRTUAL_ENV": str(SHARED)}
 
 
-#: Each test session ends with its slowest tests and their times (the suite's budget is
-#: 20 minutes on a 2-core machine; this says where it goes).
+#: Each test session ends with its slowest tests and their times (where the suite's
+#: time goes).
 SLOWEST = ("--durations=15",)
 #: XLA's flags for the test sessions, where compiling dominates a test's time on this CPU:
 #: LLVM code generation at -O0; XLA's elemental emitters instead of its newer MLIR fusion
 #: emitters; one LLVM module per program (no parallel split: two pytest workers already
-#: use both cores). XLA compiles in about a sixth of the default's time (a sample of 33
-#: programs: 19.3 s -> 3.0 s; ``conformance-jax`` under jit: 353 s -> 128 s). Every HLO
-#: pass still runs, so a program has the same operations in the same order, with no
-#: fast-math at either level. Measured on 96 outputs of that sample (out, weights, lse and
-#: gradients in float32, float64 and bfloat16): the two emitters give bit-identical
-#: results; -O0 differs from -O2 in 31 of them by at most 2.4e-6 (float32 last bits,
-#: from LLVM's code generation), far inside every tolerance. The demo and bench sessions
-#: keep XLA's defaults, as users do.
+#: use both cores): compiling dominates a JAX test's time on CPU. Every HLO pass still
+#: runs, so a program has the same operations in the same order, with no fast-math at
+#: either level; -O0 may differ from -O2 in float32's last bits (LLVM's code generation),
+#: far inside every tolerance. The demo and bench sessions keep XLA's defaults, as users
+#: do.
 TEST_XLA_FLAGS = " ".join(
     (
         "--xla_backend_optimization_level=0",
