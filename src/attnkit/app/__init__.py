@@ -11,8 +11,8 @@ subpackage per framework, :mod:`attnkit.app.numpy`, :mod:`attnkit.app.torch` and
 its public name.
 
 Modules: :mod:`attnkit.app.cli` (``attnkit``: demo, bench, viz, verify),
-:mod:`attnkit.app.demo`, :mod:`attnkit.app.verify` and
-:mod:`attnkit.app.verify_frameworks` (``attnkit verify``), :mod:`attnkit.app.golden`
+:mod:`attnkit.app.cli.demo`, :mod:`attnkit.app.verify` and
+:mod:`attnkit.app.verify.frameworks` (``attnkit verify``), :mod:`attnkit.app.verify.golden`
 (the golden vectors), :mod:`attnkit.app.bench` (``attnkit bench``),
 :mod:`attnkit.app.progress`, :mod:`attnkit.app.tables`, :mod:`attnkit.app.display`
 (rich and matplotlib, optional).

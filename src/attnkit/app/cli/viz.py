@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .cli_viz_picture import VIEWS, Missing
-from .cli_viz_run import check_indices, run
+from .viz_picture import VIEWS, Missing
+from .viz_run import check_indices, run
 
 __all__ = ["FORMATS", "MODELS", "MODELS_HINT", "VIEWS", "add_parser", "check_writable"]
 

@@ -8,7 +8,7 @@ Baselines of ``attnkit bench``, all under ``jax.jit``:
 
 ``jax.nn`` takes (B, L, H, E): the inputs are transposed once, outside the timing, and the
 output back to (B, H, L, E) inside the compiled function. The interface every framework's
-``peers`` module shares is described in ``attnkit.app.numpy.peers``.
+``peers`` module shares is described in ``attnkit.app.bench.peers_numpy``.
 
 For ``attnkit verify``: :func:`dot_product_attention` runs NumPy arrays (the golden
 vectors) through ``jax.nn.dot_product_attention`` in float32, and

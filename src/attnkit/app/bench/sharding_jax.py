@@ -3,7 +3,7 @@
 Run (sets ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` itself when JAX has not
 started yet, so one CPU process gets N host devices)::
 
-    python -m attnkit.app.jax.sharding_bench --devices 4 --length 4096 [--backward] --json
+    python -m attnkit.app.bench.sharding_jax --devices 4 --length 4096 [--backward] --json
 
 For every P in 1, 2, 4, ... up to N (and N), causal ring attention in zigzag layout on
 q, k, v of shape (batch, heads, L, dim) (float32) is compiled with ``jax.jit`` over a
@@ -117,7 +117,7 @@ def _inputs(batch: int, heads: int, length: int, dim: int) -> tuple[Any, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m attnkit.app.jax.sharding_bench")
+    parser = argparse.ArgumentParser(prog="python -m attnkit.app.bench.sharding_jax")
     parser.add_argument("--devices", type=int, required=True, help="largest device count P")
     parser.add_argument("--length", type=int, required=True, help="sequence length L (= S)")
     parser.add_argument("--backward", action="store_true", help="forward + backward")

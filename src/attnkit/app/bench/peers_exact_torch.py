@@ -4,7 +4,7 @@
 Each takes query (B, H, L, E), key (B, Hkv, S, E), value (B, Hkv, S, Ev) as NumPy arrays
 (float64, rounded here to ``dtype``), a mask broadcastable to (B, H, L, S) (bool, True =
 may attend, or additive float; None) and returns the output (B, H, L, Ev) as NumPy
-float64 (the dtypes each is run in are listed once, in ``attnkit.app.verify_frameworks``).
+float64 (the dtypes each is run in are listed once, in ``attnkit.app.verify.frameworks``).
 A call a function cannot express raises :class:`NotExpressible` (reported as
 "not applicable", not as a difference); anything the framework itself raises propagates
 (reported as a refusal).

@@ -3,9 +3,9 @@
 Every framework attention that is installed runs the same vectors as attnkit, in every
 dtype it takes: PyTorch's ``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``
 (its computation with identity projections) and FlexAttention (eager), from
-``attnkit.app.torch.peers_exact``; ``jax.nn.dot_product_attention`` and Keras 3's
+``attnkit.app.bench.peers_exact_torch``; ``jax.nn.dot_product_attention`` and Keras 3's
 ``keras.ops.dot_product_attention`` (on the JAX backend unless ``KERAS_BACKEND`` says
-otherwise), from ``attnkit.app.jax.peers``/``peers_keras``. Each result is compared
+otherwise), from ``attnkit.app.bench.peers_jax``/``peers_keras``. Each result is compared
 with the float64 oracle within twice attnkit's own tolerance for that dtype.
 
 What a framework cannot take as it is, is adapted and said so: causal rules, windows and
@@ -16,10 +16,10 @@ all (MultiheadAttention with GQA or a custom scale) is "not applicable". Every o
 place a framework differs from the oracle is a finding, named by the detectors of
 :mod:`attnkit.testing` (the convention behind it, in the words the kit's reports use,
 and whether its frameworks table says so: :mod:`attnkit.testing.findings`);
-:mod:`attnkit.app.verify_findings` groups them.
+:mod:`attnkit.app.verify.findings` groups them.
 
-Vectors are put in a framework's layout by :mod:`attnkit.app.numpy.golden_layout`
-and measured by :mod:`attnkit.app.numpy.golden` (NumPy arrays in and out); the
+Vectors are put in a framework's layout by :mod:`attnkit.app.verify.layout`
+and measured by :mod:`attnkit.app.verify.arrays` (NumPy arrays in and out); the
 frameworks are called through :mod:`attnkit.app.torch` and :mod:`attnkit.app.jax`
 (imported lazily), so this module imports none.
 """
@@ -31,11 +31,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from attnkit.app.numpy import golden as arrays
-from attnkit.app.numpy.golden_layout import heads_first, time_first
+from attnkit.app.verify import arrays
+from attnkit.app.verify.layout import heads_first, time_first
 from attnkit.testing.findings import name_difference
 
-from .verify import EPS, FrameworkResult, Vector, _error, allowed_error
+from . import EPS, FrameworkResult, Vector, _error, allowed_error
 
 __all__ = ["FRAMEWORKS", "Framework", "available_frameworks", "check_frameworks"]
 
@@ -55,7 +55,7 @@ class Framework:
 
 def _torch(name: str) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
-        from attnkit.app.torch import peers_exact
+        from attnkit.app.bench import peers_exact_torch as peers_exact
 
         return getattr(peers_exact, name)(*args, **kwargs)
 
@@ -63,21 +63,22 @@ def _torch(name: str) -> Callable[..., Any]:
 
 
 def _jax_nn(*args: Any, **kwargs: Any) -> Any:
-    from attnkit.app.jax import peers
+    from attnkit.app.bench import peers_jax as peers
 
     with peers.float64_enabled():
         return peers.dot_product_attention(*args, **kwargs)
 
 
 def _keras(*args: Any, **kwargs: Any) -> Any:
-    from attnkit.app.jax import peers, peers_keras
+    from attnkit.app.bench import peers_jax as peers
+    from attnkit.app.bench import peers_keras_jax as peers_keras
 
     with peers.float64_enabled():
         return peers_keras.dot_product_attention(*args, **kwargs)
 
 
 def _keras_available() -> bool:
-    from attnkit.app.jax import peers_keras
+    from attnkit.app.bench import peers_keras_jax as peers_keras
 
     return peers_keras.available()
 
@@ -124,7 +125,7 @@ def available_frameworks(backends: tuple[str, ...]) -> list[Framework]:
 
 
 def _check(framework: Framework, vector: Vector, dtype: str) -> FrameworkResult:
-    from attnkit.app.torch.peers_exact import NotExpressible
+    from attnkit.app.bench.peers_exact_torch import NotExpressible
 
     base = dict(framework=framework.label, vector=vector.name, dtype=dtype)
     try:

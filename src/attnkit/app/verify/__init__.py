@@ -1,13 +1,13 @@
 """``attnkit verify``: the golden vectors on every installed backend, and the frameworks.
 
-The golden vectors (:mod:`attnkit.app.golden`, written by ``conformance/make_golden.py``)
+The golden vectors (:mod:`attnkit.app.verify.golden`, written by ``conformance/make_golden.py``)
 hold float64 inputs and the independent float64 oracle's output, weights and log-sum-exp.
 Each vector runs through ``attnkit.scaled_dot_product_attention`` on every installed
 backend in every dtype the backend has (inputs rounded to that dtype); the largest error
 against the float64 oracle is compared with the conformance matrix's tolerance
 ``K * eps(dtype) * (1 + max|score|) * max(1, max|gold|)``. The same vectors also run
-through the frameworks' own attention (:mod:`attnkit.app.verify_frameworks`). The
-vectors are NumPy arrays, read and measured by :mod:`attnkit.app.numpy.golden`;
+through the frameworks' own attention (:mod:`attnkit.app.verify.frameworks`). The
+vectors are NumPy arrays, read and measured by :mod:`attnkit.app.verify.arrays`;
 every framework is reached through its backend or its package of the application
 (``attnkit.app.<name>``, imported lazily), so this module imports none.
 
@@ -27,8 +27,8 @@ as the module's default), FlexAttention in eager mode, `jax.nn.dot_product_atten
 and Keras 3's `keras.ops.dot_product_attention` (on JAX unless `KERAS_BACKEND` says
 otherwise) when Keras is installed; and prints a findings table in plain words: which
 framework differs from the exact answer where, by how much, and what attnkit gives
-there. `--json` prints all of it as one JSON document. The vectors ship with the package (`attnkit.app.golden`,
-stored once in `src/attnkit/app/golden/`: `python conformance/make_golden.py` writes them
+there. `--json` prints all of it as one JSON document. The vectors ship with the package (`attnkit.app.verify.golden`,
+stored once in `src/attnkit/app/verify/golden/`: `python conformance/make_golden.py` writes them
 and `conformance/test_golden.py` checks them against what it computes) rather than being
 regenerated at run time: stored vectors check an installation against exactly what the
 conformance suite checks, whatever the installed NumPy computes. A framework's difference
@@ -113,7 +113,7 @@ from typing import Any
 
 import attnkit as ak
 from attnkit import backends
-from attnkit.app.numpy import golden as arrays
+from attnkit.app.verify import arrays
 
 from . import golden
 
@@ -198,7 +198,7 @@ class FrameworkResult:
 
 
 def load_vectors() -> list[Vector]:
-    """Every golden vector shipped in :mod:`attnkit.app.golden`."""
+    """Every golden vector shipped in :mod:`attnkit.app.verify.golden`."""
     vectors = []
     for file in golden.files():
         with file.open("rb") as f:
@@ -235,7 +235,7 @@ def _precision(name: str, dtype: str) -> Iterator[None]:
     if name != "jax" or dtype != "float64":
         yield
         return
-    from attnkit.app.jax import peers
+    from attnkit.app.bench import peers_jax as peers
 
     with peers.float64_enabled():
         yield

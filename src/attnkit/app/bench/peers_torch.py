@@ -10,8 +10,8 @@ Baselines of ``attnkit bench``:
 ``torch textbook``           softmax(Q K^T / sqrt(E)) V in plain tensor operations.
 
 The interface every framework's ``peers`` module shares is described in
-``attnkit.app.numpy.peers``. ``attnkit verify`` runs PyTorch's attention functions
-through ``attnkit.app.torch.peers_exact``.
+``attnkit.app.bench.peers_numpy``. ``attnkit verify`` runs PyTorch's attention functions
+through ``attnkit.app.bench.peers_exact_torch``.
 """
 
 from __future__ import annotations

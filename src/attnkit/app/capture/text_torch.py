@@ -5,7 +5,7 @@ outputs the model's forward takes; never truncated silently past the model's con
 keeps every layer's weights, and with ``vectors=True`` the query and key vectors the
 scores are made of (:mod:`.capture_vectors`). :func:`capture_texts` runs several texts and
 falls back to eager where attnkit, chosen by default, fails. Re-exported by
-:mod:`attnkit.app.torch.capture`.
+:mod:`attnkit.app.capture.capture_torch`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 from attnkit.errors import AttnkitError, ParameterError
 
-from . import capture_vectors
-from .capture_load import LoadedModel, context_limit, to_eager
+from . import vectors_torch as capture_vectors
+from .load_torch import LoadedModel, context_limit, to_eager
 
 __all__ = ["Captured", "NoWeights", "TooLong", "capture_hf", "capture_texts"]
 
