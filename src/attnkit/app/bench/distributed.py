@@ -1,15 +1,11 @@
 """``attnkit bench --devices N`` and ``--procs N``: ring attention spread over P = 1, 2, 4
 ... N JAX devices or torch.distributed processes, per-device peak memory and time.
 
-Each framework's own benchmark runs in child processes (the application imports no
-framework): ``python -m attnkit.app.bench.sharding_jax`` (N host devices in one
-process; memory from the compiled program's ``memory_analysis()``, per device) and
-``python -m attnkit.app.bench.distributed_torch`` (P gloo processes; memory the
-resident high-water mark each process adds during the call). Causal attention, zigzag
-layout, float32, batch 1, 2 heads of 64 features, the core's default block size; forward,
-then forward + backward; outputs checked against one device (JAX: P = 1; torch: the
-one-process core on the whole sequence). Target: at P = 4 each device's peak memory is
-at most 0.35 x that of one device, forward and backward, at L = 32768.
+Each framework's benchmark runs in child processes: ``python -m
+attnkit.app.bench.sharding_jax`` (N host devices in one process) and ``python -m
+attnkit.app.bench.distributed_torch`` (P gloo processes). Causal, zigzag, float32, batch
+1, 2 heads of 64; forward, then forward + backward; outputs checked against one device.
+Target: at P = 4 each device's peak memory is at most 0.35 x one device's, at L = 32768.
 """
 
 from __future__ import annotations

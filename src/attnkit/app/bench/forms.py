@@ -11,9 +11,6 @@ the full sizes (``--quick`` divides every length by 16 and judges nothing)::
     3  one dense JAX call at L=32768 / (64 x the call at L=4096) <= 1.3
     4  torch.compile(fullgraph=True) of a window-256 call at L=8192 / the call eager <= 1;
        its first call (the compile) <= 10 s; compile at 16384 / at 4096 <= 1.2
-
-(the torch window forward+backward / SDPA band-mask target is ``attnkit bench
---backward``'s target 2.)
 """
 
 from __future__ import annotations

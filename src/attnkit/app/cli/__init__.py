@@ -80,4 +80,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the output was piped into a reader that stopped (head)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-

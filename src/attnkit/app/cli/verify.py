@@ -1,16 +1,10 @@
 """``attnkit verify``: the golden vectors on every installed backend, and the frameworks.
 
-Prints one agreement table (per backend and dtype: the largest error against the
-float64 oracle, the worst vector and its error as a fraction of the allowed error), one
-table of every installed framework attention (torch SDPA, MultiheadAttention,
-FlexAttention, jax.nn, Keras 3) in every dtype it takes, and the findings in plain words:
-where each differs from the exact answer, by how much, and what attnkit gives there.
-``--json`` prints all of it as one JSON document instead. Exit status 1 if attnkit
-exceeds a tolerance anywhere. The work is in :mod:`attnkit.app.verify` (attnkit on every
-backend), :mod:`attnkit.app.verify.frameworks` (the frameworks, called through their
-backends' ``peers`` modules) and :mod:`attnkit.app.verify.findings` (the words).
-``--against package.module:function`` checks that function instead, printing the report
-of :func:`attnkit.testing.check_attention` (:mod:`attnkit.app.verify.against`).
+Prints the agreement table per backend and dtype, the table of every installed framework
+attention, and the findings in plain words (``--json``: one JSON document); exit status 1
+if attnkit exceeds a tolerance anywhere. The work is in :mod:`attnkit.app.verify`;
+``--against package.module:function`` checks that function instead
+(:mod:`attnkit.app.verify.against`).
 """
 
 from __future__ import annotations

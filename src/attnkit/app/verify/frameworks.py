@@ -1,27 +1,16 @@
 """``attnkit verify``, second half: the golden vectors through the frameworks' own attention.
 
-Every framework attention that is installed runs the same vectors as attnkit, in every
-dtype it takes: PyTorch's ``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``
-(its computation with identity projections) and FlexAttention (eager), from
-``attnkit.app.bench.peers_exact_torch``; ``jax.nn.dot_product_attention`` and Keras 3's
-``keras.ops.dot_product_attention`` (on the JAX backend unless ``KERAS_BACKEND`` says
-otherwise), from ``attnkit.app.bench.peers_jax``/``peers_keras``. Each result is compared
-with the float64 oracle within twice attnkit's own tolerance for that dtype.
-
-What a framework cannot take as it is, is adapted and said so: causal rules, windows and
-offsets as an explicit bool mask where the framework has no such option; jax.nn's and
-Keras' value, which must be shaped like the key, zero-padded or run in chunks of E
-columns (exact: attention is linear in the value). A vector a function cannot express at
-all (MultiheadAttention with GQA or a custom scale) is "not applicable". Every other
-place a framework differs from the oracle is a finding, named by the detectors of
-:mod:`attnkit.testing` (the convention behind it, in the words the kit's reports use,
-and whether its frameworks table says so: :mod:`attnkit.testing.findings`);
-:mod:`attnkit.app.verify.findings` groups them.
-
-Vectors are put in a framework's layout by :mod:`attnkit.app.verify.layout`
-and measured by :mod:`attnkit.app.verify.arrays` (NumPy arrays in and out); the
-frameworks are called through :mod:`attnkit.app.torch` and :mod:`attnkit.app.jax`
-(imported lazily), so this module imports none.
+Every installed framework attention runs the same vectors as attnkit, in every dtype it
+takes (torch SDPA, ``nn.MultiheadAttention`` and FlexAttention from
+``attnkit.app.bench.peers_exact_torch``; ``jax.nn`` and ``keras.ops`` from
+``peers_jax`` and ``peers_keras_jax``), each compared with the float64 oracle within
+twice attnkit's own tolerance for that dtype. What a framework cannot take as it is
+(causal rules, windows and offsets; a value shaped unlike the key) is adapted and said
+so; what it cannot express at all is "not applicable". Every other difference is a
+finding, named by :mod:`attnkit.testing.findings` and grouped by
+:mod:`attnkit.app.verify.findings`. Arrays go through :mod:`attnkit.app.verify.layout`
+and :mod:`attnkit.app.verify.arrays`; the framework modules are imported lazily, so this
+module imports no framework.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The golden vectors, shipped with the package so that ``attnkit verify`` needs no checkout.
 
-The one copy of them: ``python conformance/make_golden.py`` writes them here from the
-conformance cases marked ``golden`` and the independent float64 oracle (``--check``
-compares instead), and both ``attnkit verify`` and ``conformance/test_golden.py`` read
-them (the latter also checks that they still equal what make_golden.py computes).
-Each file holds float64 inputs (``query``, ``key``, ``value``, optional ``attn_mask``),
-the call's keyword arguments as JSON (``kwargs``) and the independent float64 oracle's
-``out``, ``weights`` and ``lse``. Reading them needs NumPy (``numpy.load``); this package
-only lists them.
+``python conformance/make_golden.py`` writes them here; ``attnkit verify`` and
+``conformance/test_golden.py`` read them. Each ``.npz`` file holds float64 inputs
+(``query``, ``key``, ``value``, optional ``attn_mask``), the call's keyword arguments as
+JSON (``kwargs``) and the float64 oracle's ``out``, ``weights`` and ``lse``.
 """
 
 from __future__ import annotations
