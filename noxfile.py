@@ -40,7 +40,7 @@ mask broadcast form, both alignments, offsets, windows, fully masked rows, logit
 poisoned padding; `test_structured.py`: every mask kind and score modifier), an independent float64 NumPy oracle (`attnkit.testing.oracle`, public and
 installed with the package, itself checked against a brute-force loop by
 `test_oracle.py`), golden vectors (stored once, as the package data
-`src/attnkit/app/golden/*.npz` that `attnkit verify` reads, rewritten by
+`src/attnkit/app/verify/golden/*.npz` that `attnkit verify` reads, rewritten by
 `python conformance/make_golden.py`) and one runner taking the backend as a parameter:
 `pytest conformance --backend {numpy,torch,jax,strict} [--readonly] [--jit]`.
 Tolerances live in one table (`attnkit.testing.tolerances`): float32/float64 use a fixed

@@ -1,7 +1,7 @@
 """Regenerate the golden vectors from the cases marked ``golden``.
 
-They are stored once, as package data of the application (``src/attnkit/app/golden/``,
-installed as ``attnkit.app.golden``), where ``attnkit verify`` and ``test_golden.py``
+They are stored once, as package data of the application (``src/attnkit/app/verify/golden/``,
+installed as ``attnkit.app.verify.golden``), where ``attnkit verify`` and ``test_golden.py``
 read them. Each ``<case>.npz`` holds the float64 inputs (query, key, value, and attn_mask if
 any), the call's keyword arguments as JSON (``kwargs``), and the float64 oracle's
 ``out``, ``weights`` and ``lse``. Any implementation can be checked against them without
@@ -28,7 +28,7 @@ from harness import draw_inputs, full_inputs
 from attnkit.testing import oracle as ref
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GOLDEN_DIR = os.path.join(_REPO, "src", "attnkit", "app", "golden")
+GOLDEN_DIR = os.path.join(_REPO, "src", "attnkit", "app", "verify", "golden")
 
 
 def golden_arrays(case) -> dict[str, np.ndarray]:

@@ -1,6 +1,6 @@
 """The golden vectors: stored float64 oracle results, run on the backend under test.
 
-They are stored once, in ``src/attnkit/app/golden/`` (package data, which ``attnkit
+They are stored once, in ``src/attnkit/app/verify/golden/`` (package data, which ``attnkit
 verify`` reads too), written by ``make_golden.py``; the first tests check that the stored
 files are exactly what make_golden.py computes now.
 """

@@ -38,7 +38,7 @@ def numpy_attention64(q: Any, k: Any, v: Any, allowed: Any = None, additive: Any
 def x64(jax: Any) -> Any:
     """JAX with float64 enabled inside the block, restored afterwards (the JAX backend's
     own switch)."""
-    from attnkit.app.jax.peers import float64_enabled
+    from attnkit.app.bench.peers_jax import float64_enabled
 
     return float64_enabled()
 

@@ -685,7 +685,7 @@ def test_minilm_capture_gives_the_model_attention() -> None:
     torch = pytest.importorskip("torch")
     from transformers import AutoModel, AutoTokenizer
 
-    from attnkit.app.torch import minilm_qkv
+    from attnkit.app.bench.approx import minilm_qkv_torch as minilm_qkv
 
     q, k, v = minilm_qkv.capture_qkv(600)  # two windows, cut at 600 tokens
     assert q.shape == k.shape == v.shape == (1, 12, 600, 32) and q.dtype == np.float32

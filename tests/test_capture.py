@@ -23,7 +23,7 @@ import pytest
 import attnkit as ak
 
 torch = pytest.importorskip("torch")
-capture = pytest.importorskip("attnkit.app.torch.capture")
+capture = pytest.importorskip("attnkit.app.capture.capture_torch")
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
@@ -276,7 +276,7 @@ def test_decoder_vectors_reproduce_the_weights(
 
 @needs_transformers
 def test_recording_a_padded_batch_on_llama(folders: dict[str, Any]) -> None:
-    vectors = pytest.importorskip("attnkit.app.torch.capture_vectors")
+    vectors = pytest.importorskip("attnkit.app.capture.vectors_torch")
     loaded = capture.load_hf(folders["llama"], attn_implementation="eager")
     tok = loaded.tokenizer
     encoded = tok([TEXT, "a dog ran"], return_tensors="pt", padding=True)
@@ -308,7 +308,7 @@ def test_family_without_the_interface_gives_no_vectors(folders: dict[str, Any]) 
 
 @needs_transformers
 def test_tokenizer_outputs_the_forward_does_not_take(folders: dict[str, Any]) -> None:
-    text_module = pytest.importorskip("attnkit.app.torch.capture_text")
+    text_module = pytest.importorskip("attnkit.app.capture.text_torch")
     loaded = capture.load_hf(folders["llama"])
     encoded = loaded.tokenizer(TEXT, return_tensors="pt")
     assert "token_type_ids" in encoded, "the tiny Llama tokenizer must emit token_type_ids"

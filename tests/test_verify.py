@@ -17,9 +17,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from attnkit.app import golden, verify
-from attnkit.app import verify_frameworks as frameworks
+from attnkit.app import verify
 from attnkit.app.cli import main
+from attnkit.app.verify import frameworks, golden
 
 
 def test_vectors_ship_with_the_package() -> None:

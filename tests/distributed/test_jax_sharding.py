@@ -15,15 +15,15 @@ import pytest
 
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
+from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
+
+import attnkit as ak  # noqa: E402
 from attnkit.backends.jax.sharding import (  # noqa: E402
     ring_attention,
     ulysses_attention,
     zigzag_shard,
     zigzag_unshard,
 )
-from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
-
-import attnkit as ak  # noqa: E402
 
 P = 4
 TOL64, TOL32 = 1e-12, 2e-5
@@ -229,7 +229,7 @@ def test_peak_memory_falls_as_one_over_p() -> None:
     """Per-device peak (arguments + outputs + temporaries - aliased, from the compiled
     program's memory_analysis) of causal ring attention at L = 256, forward and
     forward+backward: P = 2 at most 0.5 x P = 1, P = 4 at most 0.3 x P = 1."""
-    from attnkit.app.jax.sharding_bench import measure
+    from attnkit.app.bench.sharding_jax import measure
 
     arrays = _inputs((1, 2, 256, 16), (1, 2, 256, 16), 16, jnp.float32)
     for backward in (False, True):
@@ -247,7 +247,6 @@ def test_window_skips_pairs_outside_the_window() -> None:
     """A window narrower than a shard: contiguous layout needs only steps 0 and 1 (its
     own shard and the previous one); every other (device, step) pair is skipped."""
     from attnkit.backends.jax.sharding.steps import RingPlan
-
     from attnkit.ring_plan import ring_structure, shard_pieces
 
     pieces = shard_pieces("contiguous", P, 64)

@@ -9,7 +9,7 @@ One group of 4 processes (tests/distributed/torch_dist_worker.py, started with
 ``file://`` rendezvous) runs every correctness and error check and reports per rank;
 each test below asserts one check on every rank. Memory: the benchmark module runs ring
 attention (forward + backward) at P = 1, 2, 4 and the per-process peak (ru_maxrss delta,
-see attnkit.app.torch.distributed_bench: the high-water mark of resident memory
+see attnkit.app.bench.distributed_torch: the high-water mark of resident memory
 over the call) must fall roughly as 1/P.
 """
 
@@ -122,7 +122,7 @@ def test_ring_memory_falls_with_p() -> None:
     process, and the P=4 peak below the P=1 peak, which holds on any machine. How far it
     falls (P=2 / P=1 and P=4 / P=1, per-process constants included) is a ratio of this
     machine's: ``attnkit bench --procs 4`` prints both as verdict lines."""
-    from attnkit.app.torch.distributed_bench import run_bench
+    from attnkit.app.bench.distributed_torch import run_bench
 
     res = {p: run_bench(p, 4096, backward=True, heads=2, repeats=1, timeout=240) for p in (1, 2, 4)}
     peaks = {p: r["peak_mib"] for p, r in res.items()}

@@ -2,20 +2,16 @@
 
 Three layers, nothing importing upward: the math (``attnkit`` core), the backends
 (``attnkit.backends.<name>``: what each framework needs beyond the array API, and its
-front-ends) and this application, which may import both. The application itself imports
-no framework: what its tools need of one (benchmark workers, the peers that verify
-compares with, golden vectors in a framework's layout, model capture) lives in one
-subpackage per framework, :mod:`attnkit.app.numpy`, :mod:`attnkit.app.torch` and
-:mod:`attnkit.app.jax`, each independent of the others and imported lazily, by name.
-:mod:`attnkit.viz` is application code too (pictures and the interactive page), kept at
-its public name.
-
-Modules: :mod:`attnkit.app.cli` (``attnkit``: demo, bench, viz, verify),
-:mod:`attnkit.app.demo`, :mod:`attnkit.app.verify` and
-:mod:`attnkit.app.verify_frameworks` (``attnkit verify``), :mod:`attnkit.app.golden`
-(the golden vectors), :mod:`attnkit.app.bench` (``attnkit bench``),
-:mod:`attnkit.app.progress`, :mod:`attnkit.app.tables`, :mod:`attnkit.app.display`
-(rich and matplotlib, optional).
+front-ends) and this application, which may import both. It is organised by tool:
+:mod:`attnkit.app.cli` (the ``attnkit`` command: demo, bench, viz, verify, explain),
+:mod:`attnkit.app.bench` (``attnkit bench``, its framework workers inside it),
+:mod:`attnkit.app.verify` (``attnkit verify`` and its golden vectors) and
+:mod:`attnkit.app.capture` (attention captured from models for ``attnkit viz``); shared:
+:mod:`attnkit.app.tables`, :mod:`attnkit.app.progress`, :mod:`attnkit.app.display` (rich
+and matplotlib, optional). NumPy may be imported anywhere; a framework (torch,
+transformers, jax, keras) only in the modules named for it (``*_torch``, ``*_jax``),
+which the rest imports lazily. :mod:`attnkit.viz` is application code too (pictures and
+the interactive page), kept at its public name.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TextIO
 
-__all__ = ["milliseconds", "table"]
+__all__ = ["milliseconds", "not_installed", "table"]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -21,3 +22,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 def milliseconds(seconds: float, digits: int = 3) -> str:
     """``seconds`` in milliseconds to ``digits`` significant digits: ``"12.3 ms"``."""
     return f"{1000 * seconds:.{digits}g} ms"
+
+
+def not_installed(missing: Sequence[str], file: TextIO | None = None, *, gap: bool = False) -> None:
+    """Print the backends or frameworks in ``missing``, one a line, under "Not installed
+    (install to include them):" (after a blank line if ``gap``); nothing if none is."""
+    if missing:
+        print(("\n" if gap else "") + "Not installed (install to include them):", file=file)
+        print("\n".join(f"  {m}" for m in missing), file=file)

@@ -1,29 +1,22 @@
 """``attnkit bench --backward``: forward+backward of attention, attnkit against the
 frameworks, with the gradient targets' verdict lines.
 
-Batch 1, 8 heads, head size 64, float32, random normal inputs and upstream gradient.
-A *step* is one forward and the gradients of q, k and v: on PyTorch through
-``torch.autograd.grad`` (attnkit's ``autograd.Function``, or torch SDPA's own backward
-where ``impl="auto"`` keeps it), on JAX ``jax.vjp`` under ``jax.jit``, on NumPy
-:func:`attnkit.attention_vjp` (the backward pass written once in the array API); the
-baselines are torch SDPA (with the window as a dense band mask) and
-``jax.nn.dot_product_attention`` (``local_window_size``), from
-``attnkit.app.<name>.peers_grad``. Every job runs in its own interpreter, so its
-peak resident memory is its own; a step's gradients are checked before any time counts
-(:func:`check_gradients`): a benchmark that times a wrong backward reports an error.
-
-The targets, at the full sizes (``--quick`` shrinks every length 16 times and judges
-nothing; their verdict lines: :mod:`attnkit.app.bench.backward_report`)::
+A *step* is one forward and the gradients of q, k and v (batch 1, 8 heads, head size 64,
+float32, random inputs and upstream gradient): on PyTorch through
+``torch.autograd.grad``, on JAX ``jax.vjp`` under ``jax.jit``, on NumPy
+:func:`attnkit.attention_vjp`; the baselines (torch SDPA, the window as a dense band
+mask; ``jax.nn.dot_product_attention``) come from ``peers_grad_torch`` and
+``peers_grad_jax``. Every job runs in its own interpreter; a step's gradients are checked
+(:func:`check_gradients`) before any time counts. The targets (verdict lines:
+:mod:`attnkit.app.bench.backward_report`; ``--quick`` divides every length by 16 and
+judges nothing)::
 
     1  dense L=4096 torch       auto step / torch SDPA step <= 1.0; generic / SDPA <= 1.5
-    2  window 256 L=8192 torch  auto step / torch SDPA band-mask step <= 0.05;
-                                auto backward / auto forward <= 3 (backward = step - forward)
+    2  window 256 L=8192 torch  auto step / SDPA band-mask step <= 0.05; backward / forward <= 3
     3  window 256               step(L=16384) / step(L=8192) <= 2.2 on numpy, torch, jax
-    4  dense L=32768            one step's peak resident memory < 2 GiB, torch (eager) and
-                                jax (jit: the blocks are one loop, jax.lax.scan)
-    5  window 256, jax          jax.jit compile of the step at L=16384 <= 3 s, and
-                                <= 1.2 x the compile at L=4096; the forward's likewise;
-                                causal attention's step likewise (its tile loop)
+    4  dense L=32768            one step's peak resident memory < 2 GiB, torch and jax (jit)
+    5  window 256, jax          jit compile of the step (and the forward) at L=16384 <= 3 s
+                                and <= 1.2 x at L=4096
     6  dense L=4096             numpy attention_vjp step / jax.grad of jax.nn (jit) <= 1.0
     7  dense L=32768, one call  peak memory < 2 GiB, torch and jax (jit); jax / torch <= 2
 """
@@ -123,8 +116,6 @@ def _attnkit(job: GradJob) -> Callable[..., Any]:
 
 def _step(job: GradJob, arrays: list[Any]) -> Callable[[], Any]:
     """A zero-argument callable computing (dq, dk, dv) (or the forward, for "forward")."""
-    import importlib
-
     adapter = backends.load(job.backend)
     q, k, v, d_out = (adapter.from_numpy(a, "float32") for a in arrays)
     if job.backend in ("numpy", "strict"):
@@ -138,7 +129,12 @@ def _step(job: GradJob, arrays: list[Any]) -> Callable[[], Any]:
             return out if job.what == "forward" else vjp(d_out)
 
         return step
-    peers = importlib.import_module(f"attnkit.app.{job.backend}.peers_grad")
+    if job.backend == "torch":
+        from . import peers_grad_torch as peers
+    elif job.backend == "jax":
+        from . import peers_grad_jax as peers
+    else:
+        raise ValueError(f"no {job.backend} baseline {job.impl!r} for the backward pass")
     if job.impl in (AUTO, GENERIC):
         fn = _attnkit(job)
     else:

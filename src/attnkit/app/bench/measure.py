@@ -1,17 +1,12 @@
 """One ``attnkit bench`` job measured here and now: its time, peak memory and error.
 
 Each job draws its inputs, warms up (jit compiles, allocator), then takes the median of
-``repeats`` timed samples, synchronizing after every call (``block_until_ready`` on JAX).
-A sample repeats the call enough times to last 10 ms, so microsecond calls (one decoding
-step) are timed too. The last result is then checked against the float64 plain formula
-on a few query rows: a benchmark that times the wrong computation reports an error
-instead of a time.
-
-Peak memory is the operating system's high-water mark of resident memory (``VmHWM`` on
-Linux, ``getrusage``'s ``ru_maxrss`` elsewhere). It only ever grows within a process, so
-each job runs in its own interpreter (:mod:`attnkit.app.bench.worker`). Framework code
-(the baselines, ``jax.jit``, gradients) lives in ``attnkit.app.<name>.peers``; this
-module imports no framework.
+``repeats`` timed samples, synchronizing after every call; a sample repeats the call
+until it lasts 10 ms. The last result is checked against the float64 formula on a few
+query rows, so a wrong computation reports an error instead of a time. Peak memory is
+the operating system's resident high-water mark (``VmHWM``; ``ru_maxrss`` elsewhere),
+hence one job per interpreter (:mod:`attnkit.app.bench.worker`). Framework code lives in
+the ``peers_*`` modules; this module imports no framework.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """What ``attnkit bench`` runs: its settings and the plan of jobs they give.
 
-Three plans:
-
-- default: dense at ``lengths``, window ``W`` at ``window_lengths``, one decoding step,
-  the causal and padded cases, each with attnkit (``impl="auto"`` and ``"generic"``) and
-  every baseline of the backend;
-- quick: the same at tiny sizes plus a small memory case, for smoke runs (ratios printed,
-  not judged);
-- targets: exactly the measurements the performance targets 1-8 need
-  (:mod:`attnkit.app.bench.targets`).
+Three plans: default (dense at ``lengths``, window ``W`` at ``window_lengths``, one
+decoding step, the causal and padded cases; attnkit and every baseline), quick (the same
+at tiny sizes, not judged) and targets (what :mod:`attnkit.app.bench.targets` needs).
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
 """attnkit's performance targets as data: which measurements each needs, and its verdict line.
 
-This module is where the targets are stated (``attnkit bench --targets`` measures them,
-the docstring of :mod:`attnkit.app.bench` shows a run). At :data:`TARGET_SIZES`, batch 1, 8 heads,
-head size 64, float32, W the window's total width::
-
-    1  dense torch L=4096       auto / torch SDPA <= 1.05, generic / torch SDPA <= 1.5;
-                                causal L=4096: auto / torch SDPA <= 1.05
-    2  dense numpy L=4096       auto / numpy textbook <= 0.3
-    3  dense jax L=4096         auto / jax.nn.dot_product_attention <= 0.7
-    4  window 256 torch L=8192  auto / torch SDPA band mask <= 0.06,
-                                auto / FlexAttention compiled < 1,
-                                auto forward+backward runs (gradients finite)
-    5  window 256 L=8192        numpy, jax: window / dense at L=8192 (auto) <= 0.12
-    6  window 256               every backend: time(L=16384) / time(L=8192) (auto) <= 2.2
-    7  dense L=32768, one call  numpy, torch, jax: auto peak resident memory < 2 GiB
-    8  decode torch L=1 S=1024  auto / torch SDPA <= 1.3; padded (last S/8 keys masked):
-                                auto / torch SDPA <= 1.3
-
-Every target is a ratio of two times measured in the same run (the machines are noisy),
-except target 7 (peak resident memory) and the second half of target 4 (the backward pass
-runs). A verdict line reads::
+The targets (listed in :mod:`attnkit.app.bench`) are stated here, at
+:data:`TARGET_SIZES`; ``attnkit bench --targets`` measures them. Every target is a ratio
+of two times measured in the same run, except target 7 (peak resident memory) and the
+second half of target 4 (the backward pass runs). A verdict line reads::
 
     target 1  dense torch L=4096  auto / torch SDPA = 0.97  (bound <= 1.05)  MET
 

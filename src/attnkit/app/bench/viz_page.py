@@ -1,13 +1,9 @@
 """``attnkit bench --viz``: how fast the interactive page draws, in headless Chromium.
 
-A page of attention-like weights (each head a band a few tokens back, with noise: real
-attention compresses similarly) and query/key vectors, 12 layers x 12 heads x 512 tokens
-by default (``--quick``: 2 x 3 x 64), is written once and opened ``repeats`` times in a
-fresh tab of headless Chromium (Debian's ``chromium`` and ``chromium-driver``, driven by
-selenium). Each time: the time from navigation to the first drawing (the page's
-``data-first-draw-ms``), then the page's own time (``data-render-ms``: decoding, the
-matrix, drawing) for switching to the next head (the right arrow key), and for opening
-the heatmap, model, neuron and rollout views. Medians are printed.
+A page of attention-like weights and query/key vectors (12 layers x 12 heads x 512
+tokens; ``--quick``: 2 x 3 x 64) is written once and opened ``repeats`` times in headless
+Chromium (selenium): the time to the first drawing, then the page's own time for the next
+head and for each view. Medians are printed.
 """
 
 from __future__ import annotations

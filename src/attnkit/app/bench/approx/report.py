@@ -20,7 +20,7 @@ from typing import Any
 
 from attnkit import __version__, backends
 
-from ...tables import table
+from ...tables import not_installed, table
 from ..machine import machine
 from ..settings import check_writable, installed
 from .cases import (
@@ -241,9 +241,7 @@ def command(args: Any) -> int:
     if why:
         args.parser.error(f"cannot write the --json file: {why}")
     names, missing = installed(tuple(dict.fromkeys(args.backend or backends.NAMES)))
-    if missing:
-        print("Not installed (install to include them):", file=sys.stderr)
-        print("\n".join(f"  {m}" for m in missing), file=sys.stderr)
+    not_installed(missing, sys.stderr)
     if not names:
         print("error: no selected backend is installed.", file=sys.stderr)
         return 1

@@ -1,27 +1,16 @@
 """``attnkit verify``, second half: the golden vectors through the frameworks' own attention.
 
-Every framework attention that is installed runs the same vectors as attnkit, in every
-dtype it takes: PyTorch's ``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``
-(its computation with identity projections) and FlexAttention (eager), from
-``attnkit.app.torch.peers_exact``; ``jax.nn.dot_product_attention`` and Keras 3's
-``keras.ops.dot_product_attention`` (on the JAX backend unless ``KERAS_BACKEND`` says
-otherwise), from ``attnkit.app.jax.peers``/``peers_keras``. Each result is compared
-with the float64 oracle within twice attnkit's own tolerance for that dtype.
-
-What a framework cannot take as it is, is adapted and said so: causal rules, windows and
-offsets as an explicit bool mask where the framework has no such option; jax.nn's and
-Keras' value, which must be shaped like the key, zero-padded or run in chunks of E
-columns (exact: attention is linear in the value). A vector a function cannot express at
-all (MultiheadAttention with GQA or a custom scale) is "not applicable". Every other
-place a framework differs from the oracle is a finding, named by the detectors of
-:mod:`attnkit.testing` (the convention behind it, in the words the kit's reports use,
-and whether its frameworks table says so: :mod:`attnkit.testing.findings`);
-:mod:`attnkit.app.verify_findings` groups them.
-
-Vectors are put in a framework's layout by :mod:`attnkit.app.numpy.golden_layout`
-and measured by :mod:`attnkit.app.numpy.golden` (NumPy arrays in and out); the
-frameworks are called through :mod:`attnkit.app.torch` and :mod:`attnkit.app.jax`
-(imported lazily), so this module imports none.
+Every installed framework attention runs the same vectors as attnkit, in every dtype it
+takes (torch SDPA, ``nn.MultiheadAttention`` and FlexAttention from
+``attnkit.app.bench.peers_exact_torch``; ``jax.nn`` and ``keras.ops`` from
+``peers_jax`` and ``peers_keras_jax``), each compared with the float64 oracle within
+twice attnkit's own tolerance for that dtype. What a framework cannot take as it is
+(causal rules, windows and offsets; a value shaped unlike the key) is adapted and said
+so; what it cannot express at all is "not applicable". Every other difference is a
+finding, named by :mod:`attnkit.testing.findings` and grouped by
+:mod:`attnkit.app.verify.findings`. Arrays go through :mod:`attnkit.app.verify.layout`
+and :mod:`attnkit.app.verify.arrays`; the framework modules are imported lazily, so this
+module imports no framework.
 """
 
 from __future__ import annotations
@@ -31,11 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from attnkit.app.numpy import golden as arrays
-from attnkit.app.numpy.golden_layout import heads_first, time_first
+from attnkit.app.verify import arrays
+from attnkit.app.verify.layout import heads_first, time_first
 from attnkit.testing.findings import name_difference
 
-from .verify import EPS, FrameworkResult, Vector, _error, allowed_error
+from . import EPS, FrameworkResult, Vector, _error, allowed_error
 
 __all__ = ["FRAMEWORKS", "Framework", "available_frameworks", "check_frameworks"]
 
@@ -55,7 +44,7 @@ class Framework:
 
 def _torch(name: str) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
-        from attnkit.app.torch import peers_exact
+        from attnkit.app.bench import peers_exact_torch as peers_exact
 
         return getattr(peers_exact, name)(*args, **kwargs)
 
@@ -63,21 +52,22 @@ def _torch(name: str) -> Callable[..., Any]:
 
 
 def _jax_nn(*args: Any, **kwargs: Any) -> Any:
-    from attnkit.app.jax import peers
+    from attnkit.app.bench import peers_jax as peers
 
     with peers.float64_enabled():
         return peers.dot_product_attention(*args, **kwargs)
 
 
 def _keras(*args: Any, **kwargs: Any) -> Any:
-    from attnkit.app.jax import peers, peers_keras
+    from attnkit.app.bench import peers_jax as peers
+    from attnkit.app.bench import peers_keras_jax as peers_keras
 
     with peers.float64_enabled():
         return peers_keras.dot_product_attention(*args, **kwargs)
 
 
 def _keras_available() -> bool:
-    from attnkit.app.jax import peers_keras
+    from attnkit.app.bench import peers_keras_jax as peers_keras
 
     return peers_keras.available()
 
@@ -124,7 +114,7 @@ def available_frameworks(backends: tuple[str, ...]) -> list[Framework]:
 
 
 def _check(framework: Framework, vector: Vector, dtype: str) -> FrameworkResult:
-    from attnkit.app.torch.peers_exact import NotExpressible
+    from attnkit.app.bench.peers_exact_torch import NotExpressible
 
     base = dict(framework=framework.label, vector=vector.name, dtype=dtype)
     try:

@@ -1,18 +1,11 @@
 """JAX's own attention, for ``attnkit bench`` and ``attnkit verify`` to compare with.
 
-Baselines of ``attnkit bench``, all under ``jax.jit``:
-
-``jax.nn.dot_product_attention``   JAX's attention (XLA implementation on CPU).
-``jax.nn local window``            the same with ``local_window_size=(left, right)``.
-``jax textbook``                   softmax(Q K^T / sqrt(E)) V in plain jax.numpy.
-
-``jax.nn`` takes (B, L, H, E): the inputs are transposed once, outside the timing, and the
-output back to (B, H, L, E) inside the compiled function. The interface every framework's
-``peers`` module shares is described in ``attnkit.app.numpy.peers``.
-
-For ``attnkit verify``: :func:`dot_product_attention` runs NumPy arrays (the golden
-vectors) through ``jax.nn.dot_product_attention`` in float32, and
-:func:`float64_enabled` switches JAX's float64 on while attnkit runs them in float64.
+Baselines of ``attnkit bench``, all under ``jax.jit``: ``jax.nn.dot_product_attention``,
+the same with ``local_window_size`` (``jax.nn local window``) and ``jax textbook``
+(softmax(Q K^T / sqrt(E)) V). The peers' interface is described in
+:mod:`attnkit.app.bench.peers_numpy`. For ``attnkit verify``:
+:func:`dot_product_attention` runs the golden vectors' NumPy arrays through
+``jax.nn.dot_product_attention``, and :func:`float64_enabled` switches JAX's float64 on.
 """
 
 from __future__ import annotations

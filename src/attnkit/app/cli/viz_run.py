@@ -4,14 +4,13 @@ Everything that can only be known once the model is loaded is an ``error:`` line
 traceback: exit status 2 where another argument fixes it (a text longer than the model's
 context: ``--max-tokens``; a model that gives no weights or an unknown implementation:
 ``--attn-implementation``), 1 otherwise (a folder that is not a model, a model with no
-attention). torch and transformers are reached through ``importlib`` only: the
-application imports no framework.
+attention). torch and transformers are reached through :mod:`attnkit.app.capture.capture_torch`,
+imported when the model is loaded.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from pathlib import Path
@@ -19,8 +18,8 @@ from typing import Any
 
 from attnkit.errors import AttnkitError
 
-from .cli_viz_picture import Missing, page, picture
-from .progress import Progress
+from ..progress import Progress
+from .viz_picture import Missing, page, picture
 
 __all__ = ["check_indices", "run"]
 
@@ -43,7 +42,8 @@ def check_indices(
 
 def run(args: argparse.Namespace, path: Path, name: str, fmt: str, models: dict[str, Any]) -> int:
     """Load the model, run the texts, write ``args.out``; the exit status (0, 1 or 2)."""
-    capture = importlib.import_module("attnkit.app.torch.capture")
+    from attnkit.app.capture import capture_torch as capture
+
     try:
         return _draw(args, capture, path, name, fmt, models)
     except Missing as exc:

@@ -1,8 +1,8 @@
 """NumPy's own attention for ``attnkit bench`` to compare with: the textbook formula.
 
-Each framework's ``attnkit.app.<name>.peers`` module holds its own attention functions,
-for the application to compare attnkit with. The benchmark (:mod:`attnkit.app.bench`) asks it
-for three things, so that neither the math nor the application imports a framework:
+Each framework's peers module (``peers_numpy``, ``peers_torch``, ``peers_jax``) holds its
+own attention functions, for the application to compare attnkit with. The benchmark
+(:mod:`attnkit.app.bench`) asks it for three things:
 
 ``baselines(kind, *, flex)``   names of the baselines that apply to a case kind
                                (``"dense"``, ``"window"``, ``"decode"``).

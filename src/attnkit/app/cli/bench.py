@@ -1,6 +1,6 @@
 """``attnkit bench``: its options, and the timing run of attnkit against each framework's
 attention; the other modes (``--hf``, ``--backward``, ``--viz``, ``--distributed``) are
-:mod:`attnkit.app.cli_bench_modes`, ``--approx`` :mod:`attnkit.app.bench.approx.report`."""
+:mod:`attnkit.app.cli.bench_modes`, ``--approx`` :mod:`attnkit.app.bench.approx.report`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 from attnkit import backends
 
-from . import cli_bench_modes
+from ..tables import not_installed
+from . import bench_modes as cli_bench_modes
 from .arguments import even_width, lengths_arg, positive_int
 
 __all__ = ["add_parser", "run"]
@@ -146,14 +147,14 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import display
-    from .bench.cases import ATTNKIT_IMPLS
-    from .bench.report import run as run_bench
-    from .bench.settings import Settings, check_writable, installed
+    from .. import display
+    from ..bench.cases import ATTNKIT_IMPLS
+    from ..bench.report import run as run_bench
+    from ..bench.settings import Settings, check_writable, installed
 
     parser: argparse.ArgumentParser = args.parser
     if args.approx:
-        from .bench.approx.report import command
+        from ..bench.approx.report import command
 
         return command(args)
     if args.hf:
@@ -178,9 +179,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and not display.has_matplotlib():
         parser.error(f"--plot needs matplotlib, which is not installed: {display.MATPLOTLIB_HINT}")
     names, missing = installed(tuple(dict.fromkeys(args.backend or backends.NAMES)))
-    if missing:
-        print("Not installed (install to include them):", file=sys.stderr)
-        print("\n".join(f"  {m}" for m in missing), file=sys.stderr)
+    not_installed(missing, sys.stderr)
     if not names:
         print("error: no selected backend is installed.", file=sys.stderr)
         return 1

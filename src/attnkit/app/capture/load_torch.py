@@ -1,4 +1,4 @@
-"""Loading a local Hugging Face model folder for :mod:`attnkit.app.torch.capture`.
+"""Loading a local Hugging Face model folder for :mod:`attnkit.app.capture.capture_torch`.
 
 :func:`load_hf` loads config, tokenizer and weights offline, each failure an
 :class:`attnkit.ParameterError` that names the folder, the missing piece and the fix;
@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import importlib
 import importlib.util
 import json
 import os
@@ -99,7 +98,9 @@ def _attnkit_implementation() -> tuple[str | None, str]:
     if not found:
         return None, "attnkit's Hugging Face backend (attnkit.backends.torch.hf) is not installed"
     try:
-        importlib.import_module("attnkit.backends.torch.hf").register(name="attnkit")
+        from attnkit.backends.torch import hf
+
+        hf.register(name="attnkit")
     except Exception as exc:  # any failure: fall back to eager, and say why
         return None, f"attnkit.backends.torch.hf did not register: {exc}"
     return "attnkit", "attention computed by attnkit (attnkit.backends.torch.hf)"
@@ -118,7 +119,7 @@ def _why(exc: BaseException) -> str:
 def _known_implementations() -> list[str]:
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    from .capture_vectors import CAPTURE_NAME
+    from .vectors_torch import CAPTURE_NAME
 
     names = {k for k in ALL_ATTENTION_FUNCTIONS.valid_keys() if "|" not in k} | {"attnkit"}
     return ["eager", *sorted(names - {CAPTURE_NAME})]

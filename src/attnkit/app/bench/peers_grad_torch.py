@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .peers import SDPA, SDPA_BAND, _band
+from .peers_torch import SDPA, SDPA_BAND, _band
 
 __all__ = ["baseline", "forward", "gradient"]
 

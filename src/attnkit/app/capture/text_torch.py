@@ -1,11 +1,9 @@
 """Running texts through a Hugging Face model: tokens, weights and query/key vectors.
 
-:func:`capture_hf` runs one text with ``output_attentions=True`` (only the tokenizer
-outputs the model's forward takes; never truncated silently past the model's context) and
-keeps every layer's weights, and with ``vectors=True`` the query and key vectors the
-scores are made of (:mod:`.capture_vectors`). :func:`capture_texts` runs several texts and
-falls back to eager where attnkit, chosen by default, fails. Re-exported by
-:mod:`attnkit.app.torch.capture`.
+:func:`capture_hf` runs one text with ``output_attentions=True`` (never truncated
+silently past the model's context) and keeps every layer's weights, and with
+``vectors=True`` the query and key vectors (:mod:`.vectors_torch`). :func:`capture_texts`
+runs several texts and falls back to eager where attnkit fails.
 """
 
 from __future__ import annotations
@@ -18,8 +16,8 @@ from typing import Any
 
 from attnkit.errors import AttnkitError, ParameterError
 
-from . import capture_vectors
-from .capture_load import LoadedModel, context_limit, to_eager
+from . import vectors_torch as capture_vectors
+from .load_torch import LoadedModel, context_limit, to_eager
 
 __all__ = ["Captured", "NoWeights", "TooLong", "capture_hf", "capture_texts"]
 
@@ -189,7 +187,7 @@ def capture_texts(
     """:func:`capture_hf` on each text, and the model it ran on.
 
     When attnkit was chosen by default (``loaded.asked is None``) and fails or gives no
-    weights, the model is loaded again with eager (:func:`~.capture_load.to_eager`, the
+    weights, the model is loaded again with eager (:func:`~.load_torch.to_eager`, the
     note says why) and every text runs there; a text longer than the context
     (:class:`TooLong`) is never a reason to fall back.
     """

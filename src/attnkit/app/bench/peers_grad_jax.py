@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .peers import JAX_NN, JAX_NN_WINDOW
+from .peers_jax import JAX_NN, JAX_NN_WINDOW
 
 __all__ = ["baseline", "compile_seconds", "forward", "gradient"]
 

@@ -3,28 +3,15 @@
 Run (sets ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` itself when JAX has not
 started yet, so one CPU process gets N host devices)::
 
-    python -m attnkit.app.jax.sharding_bench --devices 4 --length 4096 [--backward] --json
+    python -m attnkit.app.bench.sharding_jax --devices 4 --length 4096 [--backward] --json
 
-For every P in 1, 2, 4, ... up to N (and N), causal ring attention in zigzag layout on
-q, k, v of shape (batch, heads, L, dim) (float32) is compiled with ``jax.jit`` over a
-mesh of the first P devices; its memory is read from the compiled program
-(``compiled.memory_analysis()``, per device: the SPMD program is the one each device
-runs), its time is the median of ``--repeats`` runs after one warm-up, and its output
-(with ``--backward``: the gradients of ``sum(out * cotangent)``) is compared with P = 1.
-
-Output (``--json``: one JSON object on stdout; otherwise a table)::
-
-    {"length": L, "batch": B, "heads": H, "dim": E, "dtype": "float32",
-     "backward": bool, "layout": "zigzag", "causal": true,
-     "results": [{"devices": P,
-                  "peak_bytes_per_device": arguments + outputs + temporaries - aliased,
-                  "argument_bytes": .., "output_bytes": .., "temp_bytes": ..,
-                  "median_seconds": .., "max_abs_error_vs_1": ..}, ...],
-     "peak_ratio_vs_1": {"P": peak(P) / peak(1), ...}}
-
-Arguments and outputs are each device's shards; temporaries are XLA's buffers (the
-visiting K/V block, the score block of a step). On a machine with few cores the times
-say little (the host devices share them); the memory is the claim.
+For every P in 1, 2, 4, ... up to N, causal ring attention in zigzag layout on q, k, v
+of shape (batch, heads, L, dim), float32, is compiled with ``jax.jit`` over a mesh of the
+first P devices; its memory per device is read from the compiled program
+(``compiled.memory_analysis()``: arguments + outputs + temporaries - aliased), its time
+is the median of ``--repeats`` runs, and its output (with ``--backward``: the gradients
+of ``sum(out * cotangent)``) is compared with P = 1. ``--json`` prints one object with
+a ``results`` entry per P and ``peak_ratio_vs_1``; otherwise a table.
 """
 
 from __future__ import annotations
@@ -117,7 +104,7 @@ def _inputs(batch: int, heads: int, length: int, dim: int) -> tuple[Any, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line (see the module docstring); returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m attnkit.app.jax.sharding_bench")
+    parser = argparse.ArgumentParser(prog="python -m attnkit.app.bench.sharding_jax")
     parser.add_argument("--devices", type=int, required=True, help="largest device count P")
     parser.add_argument("--length", type=int, required=True, help="sequence length L (= S)")
     parser.add_argument("--backward", action="store_true", help="forward + backward")

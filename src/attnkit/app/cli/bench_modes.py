@@ -10,6 +10,8 @@ import sys
 
 from attnkit import backends
 
+from ..tables import not_installed
+
 __all__ = ["run_backward", "run_distributed", "run_forms", "run_hf", "run_viz"]
 
 
@@ -19,7 +21,7 @@ def run_hf(args: argparse.Namespace) -> int:
     given = [f"--{n.replace('_', '-')}" for n in _HF_EXCLUDES if getattr(args, n)]
     if given:
         args.parser.error(f"--hf times one model on PyTorch; drop {', '.join(given)}")
-    from .bench import hf as bench_hf
+    from ..bench import hf as bench_hf
 
     why = bench_hf.missing_requirements() if backends.load("torch").available() else "no torch"
     if why:
@@ -49,8 +51,8 @@ def run_distributed(args: argparse.Namespace) -> int:
         args.parser.error(f"--devices/--procs run their own cases; drop {', '.join(given)}")
     if args.lengths and len(args.lengths) != 1:
         args.parser.error("--devices/--procs take one length: --lengths L")
-    from .bench import distributed
-    from .bench.settings import installed
+    from ..bench import distributed
+    from ..bench.settings import installed
 
     plan = [("jax", args.devices), ("torch", args.procs)]
     wanted = [name for name, n in plan if n]
@@ -84,7 +86,7 @@ def run_distributed(args: argparse.Namespace) -> int:
 
 def run_viz(args: argparse.Namespace) -> int:
     """``attnkit bench --viz``: the interactive page's drawing times in headless Chromium."""
-    from .bench import viz_page
+    from ..bench import viz_page
 
     why = viz_page.missing_requirements()
     if why:
@@ -101,13 +103,11 @@ def run_backward(args: argparse.Namespace) -> int:
     given = [f"--{n.replace('_', '-')}" for n in _BACKWARD_EXCLUDES if getattr(args, n)]
     if given:
         args.parser.error(f"--backward runs its own fixed cases; drop {', '.join(given)}")
-    from .bench import backward, backward_report
-    from .bench.settings import installed
+    from ..bench import backward, backward_report
+    from ..bench.settings import installed
 
     names, missing = installed(tuple(dict.fromkeys(args.backend or ("numpy", "torch", "jax"))))
-    if missing:
-        print("Not installed (install to include them):", file=sys.stderr)
-        print("\n".join(f"  {m}" for m in missing), file=sys.stderr)
+    not_installed(missing, sys.stderr)
     sizes = backward.QUICK if args.quick else backward.FULL
     results, verdicts = backward_report.run(
         sizes,
@@ -150,13 +150,11 @@ def run_forms(args: argparse.Namespace) -> int:
     given = [f"--{n.replace('_', '-')}" for n in _BACKWARD_EXCLUDES if getattr(args, n)]
     if given:
         args.parser.error(f"--forms runs its own fixed cases; drop {', '.join(given)}")
-    from .bench import forms
-    from .bench.settings import installed
+    from ..bench import forms
+    from ..bench.settings import installed
 
     names, missing = installed(tuple(dict.fromkeys(args.backend or ("jax", "torch"))))
-    if missing:
-        print("Not installed (install to include them):", file=sys.stderr)
-        print("\n".join(f"  {m}" for m in missing), file=sys.stderr)
+    not_installed(missing, sys.stderr)
     sizes = forms.QUICK if args.quick else forms.FULL
     results = forms.run(
         sizes, names, progress=lambda what: print(f"measuring {what}", file=sys.stderr, flush=True)

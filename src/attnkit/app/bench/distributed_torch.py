@@ -1,37 +1,19 @@
 """Benchmark ring attention over N gloo processes: per-process peak memory, median time,
 and the output checked against one process.
 
-    python -m attnkit.app.torch.distributed_bench --procs 4 --length 32768 --backward --json
+    python -m attnkit.app.bench.distributed_torch --procs 4 --length 32768 --backward --json
 
-starts N processes itself (``file://`` rendezvous in a temporary folder), each holding
-its zigzag shard (1, H, L/N, E) of q, k, v (built chunk by chunk from a fixed seed, so
-no process ever holds the whole sequence), runs :func:`ring_attention` (forward, or
-forward + backward of ``sum(out * w)``) ``--repeats`` times, and writes its output shard;
-the parent then compares the gathered output with the one-process core
-``attnkit.scaled_dot_product_attention`` on the whole sequence.
+starts N processes (``file://`` rendezvous in a temporary folder), each holding its
+zigzag shard (1, H, L/N, E) of q, k, v (built chunk by chunk from a fixed seed), runs
+:func:`ring_attention` (forward, or forward + backward of ``sum(out * w)``)
+``--repeats`` times and writes its output shard; the parent compares the gathered output
+with ``attnkit.scaled_dot_product_attention`` on the whole sequence. A process's peak
+memory is the resident memory its first timed call added at its peak (``VmHWM`` after a
+reset through ``/proc/self/clear_refs``; ``ru_maxrss`` where that cannot be written).
 
-Peak memory method: after a tiny warm-up call (imports, gloo buffers) each worker
-resets its resident-memory high-water mark (``5`` written to ``/proc/self/clear_refs``),
-reads its resident memory (``VmRSS`` in ``/proc/self/status``), runs the first timed call
-and reports the high-water mark (``VmHWM``) minus that: the resident memory the call
-added at its peak. The workers run with ``MALLOC_MMAP_THRESHOLD_=65536`` so that freed
-large tensors leave resident memory at once. Where ``/proc`` cannot be written the
-``ru_maxrss`` delta is used (it misses calls smaller than an earlier peak). The core's
-``--block-size`` query rows per block (default 0: the core's own choice, what a user
-gets; its score blocks are bounded, at most 16 MiB, while the tensors scale as L/N).
-
-``--json`` prints one object::
-
-    {"procs": N, "length": L, "heads": H, "dim": E, "dtype": "float32",
-     "layout": "zigzag", "causal": true, "backward": false, "block_size": 256,
-     "repeats": R, "method": "...",
-     "per_process": [{"rank": r, "peak_mib": float, "median_s": float}, ...],
-     "peak_mib": max over ranks, "median_s": max over ranks,
-     "max_abs_error": float (gathered output vs one process), "ok": bool}
-
-Without ``--json`` the same as a short table. Exit status 1 when the check fails.
-Times are wall seconds on a shared machine: with more processes than cores they measure
-contention, not speed-up; memory per process is the claim.
+``--json`` prints one object: the settings, ``per_process`` (rank, ``peak_mib``,
+``median_s``), the maxima over ranks, ``max_abs_error`` and ``ok``; without it, a short
+table. Exit status 1 when the check fails.
 """
 
 from __future__ import annotations
@@ -163,7 +145,7 @@ def run_bench(
                   "--out", tmp, *(["--backward"] if backward else []),
                   *([] if causal else ["--no-causal"])]  # fmt: skip
         env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-        cmd = [sys.executable, "-m", "attnkit.app.torch.distributed_bench", *common]
+        cmd = [sys.executable, "-m", "attnkit.app.bench.distributed_torch", *common]
         workers = [subprocess.Popen([*cmd, "--worker", str(r)], env=env) for r in range(procs)]
         try:
             codes = [w.wait(timeout=timeout) for w in workers]
@@ -203,7 +185,7 @@ def _check(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m attnkit.app.torch.distributed_bench",
+    ap = argparse.ArgumentParser(prog="python -m attnkit.app.bench.distributed_torch",
                                  description=__doc__.split("\n")[0])  # fmt: skip
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--length", type=int, default=4096)

