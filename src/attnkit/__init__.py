@@ -13,7 +13,7 @@ call runs), :mod:`attnkit.blocked` (the blocked executor), :mod:`attnkit.referen
 tokens, BigBird, block-sparse), :mod:`attnkit.score_mods` (ALiBi, soft-capping),
 :mod:`attnkit.merge`
 (log-sum-exp merging), :mod:`attnkit.multi_head` (projections, heads, GQA),
-:mod:`attnkit.multi_head_init`, :mod:`attnkit.rope` (rotary embeddings),
+:mod:`attnkit.multi_head.init`, :mod:`attnkit.rope` (rotary embeddings),
 :mod:`attnkit.kv_cache` (incremental decoding), :mod:`attnkit.approx` (Linformer,
 Performer, Nystromformer), :mod:`attnkit.rollout` (aggregating attention weights,
 rollout), :mod:`attnkit.errors`. The command line is the application, :mod:`attnkit.app`.
@@ -212,19 +212,21 @@ on a deliberately violating import):
                      standard library and array_api_compat only
 
 Where each concept lives: the public function `attention.py` (contract, then
-`validation.validate`, `_dispatch.attend`, finish); the call's options `options.py`; every
-check in `validation/` (one entry, `validate`: plain arguments from `checks.py`, arrays
-`_arrays.py`, masks `_structure.py`; multi-head's `_multi_head.py`); the validated call
-`_problem.py`; what `torch.compile` needs, in one place, `compiling.py`; the choice of
-path and the caches of repeated calls `_dispatch.py`
+`call_checks.validate`, `_dispatch.attend`, finish); the call's options `options.py`; every
+check of a call from `call_checks.py` (one entry, `validate`: plain arguments from
+`checks.py`, arrays `array_checks.py`, masks `structure_checks.py`; multi-head's
+`multi_head/checks.py`); the validated call `problem.py`; the planner `plan.py`; what `torch.compile` needs, in one place, `compiling.py`; the choice of
+path, the caches of repeated calls and the autodiff hook `_dispatch.py`
 (`explain.py` prints it); the executor `blocked/` (`executor.py` the loop over query
 blocks, `block.py` the per-block formula and its exact variants, `tiles.py`,
 `operands.py`, `shortcuts.py`, `cost.py` the block size, `translated_runs.py` a window's
 interior, `backward.py` the backward pass and `accumulate.py` its key-segment sums);
 `vjp.py` (`attention_vjp`, and the forward/backward pair the frameworks' autodiff
 wraps); the plain formula `reference.py` (the file to read first); the NaN guard
-`masked_operands.py`; `softmax.py`, `merge.py`, `dropout.py`; `masks/` (geometry, the
-mask algebra, windows, layouts, array masks); `multi_head*.py`, `rope.py`,
+`nan_guard.py`; `softmax.py`, `merge.py`, `dropout.py`; `masks/` (geometry, the
+mask algebra, windows, layouts, array masks); `multi_head/` (`layer.py`,
+`init.py`, `params.py`, `vjp.py`, `masks.py`, `checks.py`), `ring/` (`plan.py` the ring's
+pieces, `backward.py` a key block's backward), `rope.py`,
 `kv_cache.py`, `score_mods.py`, `approx/`, `rollout.py`. How the math finds a backend
 without importing one: `registry.py` (the package root imports `attnkit.backends`, which
 registers its lookups there). In the backends, one subpackage per family of front-ends:
@@ -264,8 +266,10 @@ may not import the application, so they cannot forward):
 | the module functions of `attnkit.backends.<name>` | methods of `attnkit.backends.load(name)`, a `Backend` |
 | `attnkit.masks` (one module), `attnkit._shapes` | `attnkit.masks` (a package, the same names), `attnkit.shapes` |
 | `attnkit.backends.{numpy,torch,jax}.peers*`, `attnkit.backends.numpy.golden*`, `attnkit.backends.torch.capture*`, `.minilm_qkv`, `.distributed_bench`, `attnkit.backends.jax.sharding_bench` | the same module names under `attnkit.app.{numpy,torch,jax}` (e.g. `attnkit.app.torch.capture`, `python -m attnkit.app.jax.sharding_bench`) |
-| `attnkit.validation` (a module), `attnkit._validate`, `._validate_arrays`, `._validate_structure`, `._mha_validate` | the package `attnkit.validation` (`check_call`, `CallInfo`, `default_block_size` public as before; `_call`, `_arrays`, `_structure`, `_multi_head`) |
-| `attnkit.problem.Problem` (returned by `check_call`) | `attnkit._problem` (private; `attnkit.problem` re-exports it); `check_call` returns the public `attnkit.validation.CallInfo` |
+| `attnkit.validation` (a module, then a package), `attnkit._validate`, `._validate_arrays`, `._validate_structure`, `._mha_validate` | `attnkit.call_checks` (`check_call`, `CallInfo`, `validate`), `attnkit.array_checks`, `attnkit.structure_checks`, `attnkit.multi_head.checks`; `default_block_size` in `attnkit.plan` |
+| `attnkit.problem.Problem` (returned by `check_call`), `attnkit._problem` | `attnkit.problem` (private); `check_call` returns the public `attnkit.call_checks.CallInfo` |
+| `attnkit.multi_head`, `.multi_head_init`, `.multi_head_params`, `.multi_head_vjp`, `._mha_masks` | the package `attnkit.multi_head` (`.layer`, `.init`, `.params`, `.vjp`, `.masks`, `.checks`; the same public names) |
+| `attnkit.ring_plan`, `attnkit.partial_backward`, `attnkit.masked_operands`, `attnkit.vjp.differentiable_attention` | `attnkit.ring.plan`, `attnkit.ring.backward`, `attnkit.nan_guard`, `attnkit._dispatch.differentiable_attention` |
 | the call's 18 parameters passed positionally inside | one `attnkit.options.Options`, built once by each public function |
 | `torch.compile`'s accommodations in registry, dispatch, cost and masks | `attnkit.compiling` |
 | `attnkit.backends.torch.nn_*`, `.hf_*`, `.distributed_*`; `attnkit.backends.jax.sharding_*`, `.ring_*`, `.ulysses` | packages per family: `attnkit.backends.torch.nn`, `.hf`, `.distributed`, `attnkit.backends.jax.sharding` (their public names where they were) |
@@ -299,9 +303,13 @@ from .errors import (
 from .explain import AttentionPlan, explain
 from .kv_cache import KVCache, append_kv, init_kv_cache
 from .merge import merge_partials
-from .multi_head import MultiHeadOutput, MultiHeadParams, multi_head_attention
-from .multi_head_init import init_multi_head_params
-from .multi_head_vjp import multi_head_attention_vjp
+from .multi_head import (
+    MultiHeadOutput,
+    MultiHeadParams,
+    init_multi_head_params,
+    multi_head_attention,
+    multi_head_attention_vjp,
+)
 from .rope import Rope, apply_rope
 from .vjp import attention_vjp
 

@@ -10,7 +10,7 @@ one helper per concern, so that the formula reads first:
 
 - **dtypes**: 16-bit inputs are computed in float32 (:func:`_operands`).
 - **GQA**: the query's heads are grouped as (Hkv, G), so key and value heads are never
-  copied (:func:`attnkit._problem.gqa_layout`, called by :func:`_operands`).
+  copied (:func:`attnkit.problem.gqa_layout`, called by :func:`_operands`).
 - **masks**: ``attn_mask`` is bool (True = may attend) or additive float; causal
   attention (both alignments), windows, absolute ``q_offset``/``kv_offset`` and every
   :mod:`attnkit.masks` structure compare positions; both become one bool array of the
@@ -19,7 +19,7 @@ one helper per concern, so that the formula reads first:
 - **the NaN guard**: rows and columns a mask leaves unused are zeroed before the
   products, and the value product takes nothing from a masked value, so NaN or inf
   stored there cannot leak through 0 * NaN (:func:`_operands`,
-  :func:`attnkit.masked_operands.weighted_values`).
+  :func:`attnkit.nan_guard.weighted_values`).
 - **score_mod**: applied to the scaled scores, before the mask (:func:`_modified`).
 - **empty rows**: :func:`attnkit.softmax.masked_softmax` gives a row with nothing to
   attend weights 0 and lse -inf, never NaN, so its output is 0.
@@ -36,10 +36,10 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from ._problem import Problem, gqa_layout
 from .dropout import apply_dropout
-from .masked_operands import all_finite, allowed_pairs, neutralize, weighted_values
 from .masks import Tile
+from .nan_guard import all_finite, allowed_pairs, neutralize, weighted_values
+from .problem import Problem, gqa_layout
 from .score_mods import apply_score_mod
 from .softmax import masked_softmax
 

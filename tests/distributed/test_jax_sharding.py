@@ -248,7 +248,7 @@ def test_window_skips_pairs_outside_the_window() -> None:
     own shard and the previous one); every other (device, step) pair is skipped."""
     from attnkit.backends.jax.sharding.steps import RingPlan
 
-    from attnkit.ring_plan import ring_structure, shard_pieces
+    from attnkit.ring.plan import ring_structure, shard_pieces
 
     pieces = shard_pieces("contiguous", P, 64)
     plan = RingPlan("seq", P, pieces, pieces, 0, 0, ring_structure(False, (5, 0), "top_left", None))

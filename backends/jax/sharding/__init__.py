@@ -33,7 +33,7 @@ Per-device memory: its shards of q, k, v, out, lse plus one visiting K/V shard (
 the backward dK, dV): O((L + S) / P). Pairs that the structure masks entirely (causal's
 upper triangle, windows, documents) are not computed. The backward pass is a
 ``jax.custom_vjp`` saving only ``(out, lse)``: K, V, dK, dV travel the same ring, each
-step's gradients from :func:`attnkit.partial_backward.partial_attention_vjp`.
+step's gradients from :func:`attnkit.ring.backward.partial_attention_vjp`.
 
 **Both at once**: on a mesh ("data", "seq"), ``ring_attention(..., axis="seq",
 lead_axes=("data",))`` takes (B, H, L, E) sharded as ``PartitionSpec("data", None,
@@ -78,7 +78,7 @@ from functools import partial
 from typing import Any
 
 from attnkit.errors import ParameterError, ShapeError
-from attnkit.ring_plan import ring_structure, shard_pieces
+from attnkit.ring.plan import ring_structure, shard_pieces
 
 from .checks import check_lead_axes, check_mesh_axis
 from .prepare import place_on_mesh, prepare

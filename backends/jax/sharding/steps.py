@@ -10,7 +10,7 @@ of device s = (r - t) mod P; after each step K and V move one device on (r -> r 
 Forward, per step: ``(o_t, lse_t) = core(q_r, K_s, V_s, return_lse=True, q_offset=...,
 kv_offset=...)`` piece by piece (:mod:`.ring_layout`), folded into the running result by
 ``attnkit.merge_partials`` (NaN-free on rows empty in some steps). Backward, per step:
-``attnkit.partial_backward.partial_attention_vjp`` from the saved ``(out, lse)`` gives
+``attnkit.ring.backward.partial_attention_vjp`` from the saved ``(out, lse)`` gives
 dq's share and the key shard's dK, dV, which travel with K, V and reach their home
 device after one last move. Only ``(out, lse)`` are saved beyond the inputs.
 
@@ -39,8 +39,8 @@ from functools import partial
 from typing import Any
 
 import attnkit as ak
-from attnkit.partial_backward import partial_attention_vjp
-from attnkit.ring_plan import Piece, Segments, pair_is_empty
+from attnkit.ring.backward import partial_attention_vjp
+from attnkit.ring.plan import Piece, Segments, pair_is_empty
 
 from .layout import pair_is_full
 

@@ -8,7 +8,7 @@ Rank r holds its query, key and value shard (pieces of absolute positions,
     forward   (o_ij, lse_ij) = attnkit.scaled_dot_product_attention(q_i, k_j, v_j,
                   return_lse=True, q_offset=pos(q_i), kv_offset=pos(k_j), ...)
               (out_i, lse_i) = attnkit.merge_partials([out_i, o_ij], [lse_i, lse_ij])
-    backward  (dq_ij, dk_j, dv_j) = attnkit.partial_backward.partial_attention_vjp(
+    backward  (dq_ij, dk_j, dv_j) = attnkit.ring.backward.partial_attention_vjp(
                   q_i, k_j, v_j, out_i, lse_i, d_out_i, ...)
               dq_i += dq_ij;  dK, dV of the held shard += dk_j, dv_j, and dK, dV travel
               with K, V (one more hop at the end brings them home)
@@ -30,8 +30,8 @@ import torch
 import torch.distributed as dist
 
 import attnkit as ak
-from attnkit.partial_backward import partial_attention_vjp
-from attnkit.ring_plan import Piece, pair_is_empty, ring_structure, shard_pieces
+from attnkit.ring.backward import partial_attention_vjp
+from attnkit.ring.plan import Piece, pair_is_empty, ring_structure, shard_pieces
 
 from .checks import Call
 

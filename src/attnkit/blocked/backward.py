@@ -20,12 +20,12 @@ to m and exp(scores - lse) sums to up to n, not 1; the gradients came out up to 
 too large. exp(scores - lse) is still proportional to the weights (and <= 1, since
 lse >= max(scores)), and a block holds every key its rows may see, so dividing by the
 row sum gives the weights exactly, whatever lse's rounding. A key *piece* (``whole_rows``
-False: :func:`attnkit.partial_backward.partial_attention_vjp`) holds part of each row
+False: :func:`attnkit.ring.backward.partial_attention_vjp`) holds part of each row
 only, so it keeps exp(scores - lse) and the merged lse's precision.
 
 Rows with nothing to attend have lse = -inf and P = 0: their gradients are exactly 0.
 Where pairs are masked and the operands are not known finite, each block zeroes what its
-rows may not touch first (:func:`attnkit.masked_operands.neutralize`), as the forward
+rows may not touch first (:func:`attnkit.nan_guard.neutralize`), as the forward
 does, so NaN or inf stored at a masked position or a dead key never reaches a gradient.
 With GQA the query heads of a group meet their key/value head by broadcasting and dK,
 dV sum over the group (no copy of the key/value heads).
@@ -35,9 +35,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._problem import Problem
 from ..dropout import keep_pattern
-from ..masked_operands import neutralize
+from ..nan_guard import neutralize
+from ..problem import Problem
 from ..score_mods import score_mod_derivative
 from .accumulate import SegmentSums, sum_to_shape
 from .block import tile_scores

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._problem import Problem
 from ..dropout import apply_dropout
-from ..masked_operands import neutralize, weighted_values
+from ..nan_guard import neutralize, weighted_values
+from ..problem import Problem
 from ..score_mods import apply_score_mod
 from ..softmax import masked_softmax, softmax_denominator, softmax_numerator, softmax_parts
 from .operands import Prepared, empty_result
