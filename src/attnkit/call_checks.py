@@ -67,7 +67,7 @@ class CallInfo:
             one :class:`attnkit.masks.Mask`, or None.
         q_offset, kv_offset: absolute positions of the first query and key.
         block_size: the caller's query rows per block, or None (the executor chooses:
-            :func:`default_block_size`).
+            :func:`attnkit.plan.default_block_size`).
     """
 
     L: int
