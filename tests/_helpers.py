@@ -77,9 +77,9 @@ def host_devices_env(n: int, **extra: str) -> dict[str, str]:
 
 
 def problem(query: Any, key: Any, value: Any, **kwargs: Any) -> Any:
-    """The validated Problem of a call (``attnkit.validation.validate``), keyword arguments
+    """The validated Problem of a call (``attnkit.call_checks.validate``), keyword arguments
     as in ``scaled_dot_product_attention``."""
+    from attnkit.call_checks import validate
     from attnkit.options import Options
-    from attnkit.validation import validate
 
     return validate(query, key, value, Options(**kwargs))

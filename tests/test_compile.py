@@ -14,8 +14,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import attnkit as ak  # noqa: E402
 from attnkit.backends.torch.nn import MultiheadAttention  # noqa: E402
+
+import attnkit as ak  # noqa: E402
 
 F32 = 2e-6  # float32 outputs of size ~1: the same formula in another order
 

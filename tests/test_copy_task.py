@@ -30,9 +30,8 @@ def copy_batch(rng: np.random.Generator, batch: int = 32) -> tuple[np.ndarray, n
 
 def test_torch_module_learns_copy_task() -> None:
     torch = pytest.importorskip("torch")
-    from torch import nn
-
     from attnkit.backends.torch.nn import MultiheadAttention
+    from torch import nn
 
     class Model(nn.Module):
         def __init__(self) -> None:

@@ -13,8 +13,9 @@ jnp = pytest.importorskip("jax.numpy")
 nnx = pytest.importorskip("flax.nnx")
 optax = pytest.importorskip("optax")
 
-import attnkit as ak  # noqa: E402
 from attnkit.backends.jax.flax import MultiHeadAttention  # noqa: E402
+
+import attnkit as ak  # noqa: E402
 
 F32 = 2e-6  # float32 outputs of size ~1 against float64
 

@@ -25,9 +25,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers reads it: no
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from attnkit.backends.torch import hf  # noqa: E402
+
 import attnkit as ak  # noqa: E402
 from attnkit.app.cli import main  # noqa: E402
-from attnkit.backends.torch import hf  # noqa: E402
 
 NAME = hf.register()
 F64 = 1e-10  # float64: the same formula summed in another order

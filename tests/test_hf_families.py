@@ -32,9 +32,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers reads it: no
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-import attnkit as ak  # noqa: E402
 from attnkit.backends.torch import hf  # noqa: E402
 from attnkit.backends.torch.hf import compat as hf_compat  # noqa: E402
+
+import attnkit as ak  # noqa: E402
 
 NAME = hf.register()
 F32_OUT = 3e-5  # float32 logits / hidden states of size <= ~5 after 2 layers

@@ -15,9 +15,10 @@ import pytest
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
+from attnkit.backends.jax import dot_product_attention  # noqa: E402
+
 import attnkit as ak  # noqa: E402
 from attnkit.app.bench.peers_jax import float64_enabled  # noqa: E402
-from attnkit.backends.jax import dot_product_attention  # noqa: E402
 
 F32 = 2e-6  # float32 outputs of size ~1: a few roundings, summed in another order
 F64 = 1e-12  # float64: the same formula in another order

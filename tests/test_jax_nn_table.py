@@ -15,10 +15,11 @@ import pytest
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
-import attnkit as ak  # noqa: E402
-from attnkit.app.bench.peers_jax import float64_enabled  # noqa: E402
 from attnkit.backends.jax import dot_product_attention  # noqa: E402
 from attnkit.backends.jax.nn import _mask  # noqa: E402
+
+import attnkit as ak  # noqa: E402
+from attnkit.app.bench.peers_jax import float64_enabled  # noqa: E402
 
 HEADER = "| | `jax.nn.dot_product_attention` | attnkit's drop-in |"
 # jax.nn fills masked scores with the dtype's large negative (-0.7 * float32 max), so a

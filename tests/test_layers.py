@@ -70,7 +70,7 @@ def test_contracts_hold(tmp_path: Path) -> None:
         ),
         ("backends/torch/kernels.py", "from attnkit import masks as _masks\n", "leaves"),
         ("backends/numpy/__init__.py", "from attnkit import _dispatch\n", "public modules"),
-        ("_problem.py", "from . import masked_operands as _mo\n", "circles"),
+        ("problem.py", "from . import nan_guard as _ng\n", "circles"),
     ],
 )
 def test_a_violating_import_breaks_a_contract(

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 from _helpers import x64
+from attnkit.backends import load
 
 import attnkit as ak
-from attnkit.backends import load
 from attnkit.blocked.loop import map_blocks
 from attnkit.merge import finish_packed
 

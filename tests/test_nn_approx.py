@@ -12,12 +12,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from attnkit import approx  # noqa: E402
 from attnkit.backends.torch.nn.approx import (  # noqa: E402
     LinformerAttention,
     NystromAttention,
     PerformerAttention,
 )
+
+from attnkit import approx  # noqa: E402
 from attnkit.errors import ParameterError, ShapeError  # noqa: E402
 
 B, H, L, S, E = 2, 3, 10, 12, 8

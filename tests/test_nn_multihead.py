@@ -14,8 +14,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import attnkit as ak  # noqa: E402
 from attnkit.backends.torch.nn import MultiheadAttention, ScaledDotProductAttention  # noqa: E402
+
+import attnkit as ak  # noqa: E402
 
 # PyTorch warns when key_padding_mask and attn_mask differ in type; the mix is tested here.
 pytestmark = pytest.mark.filterwarnings("ignore:Support for mismatched key_padding_mask")

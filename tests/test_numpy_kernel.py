@@ -13,10 +13,10 @@ import math
 import numpy as np
 import pytest
 from _helpers import numpy_attention64
+from attnkit.backends.numpy import kernel as fused
 
 import attnkit as ak
 from attnkit import backends
-from attnkit.backends.numpy import kernel as fused
 
 TOL = {"float32": 3e-6, "float64": 1e-12}
 

@@ -14,10 +14,10 @@ import threading
 import numpy as np
 import pytest
 from _helpers import numpy_attention64
-
-import attnkit as ak
 from attnkit.backends.numpy import kernel as fused
 from attnkit.backends.numpy import threads
+
+import attnkit as ak
 from attnkit.blocked.cost import choose_block_size
 
 

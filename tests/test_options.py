@@ -15,13 +15,13 @@ from attnkit.options import ARRAY_NAMES, OPTION_NAMES, Options
 
 
 def _partial_vjp() -> Callable[..., Any]:
-    from attnkit.partial_backward import partial_attention_vjp
+    from attnkit.ring.backward import partial_attention_vjp
 
     return partial_attention_vjp
 
 
 def _check_call() -> Callable[..., Any]:
-    from attnkit.validation import check_call
+    from attnkit.call_checks import check_call
 
     return check_call
 

@@ -1,4 +1,4 @@
-"""attnkit.ring_plan: the framework-free planning of ring attention (pieces, the skip
+"""attnkit.ring.plan: the framework-free planning of ring attention (pieces, the skip
 rule, which masks a ring can carry, segment ids split from the positional rest)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import attnkit as ak
-from attnkit import ring_plan
+from attnkit.ring import plan as ring_plan
 
 
 def test_shard_pieces_cover_the_sequence_once() -> None:

@@ -27,8 +27,8 @@ from attnkit import masks, score_mods
 from attnkit.blocked.operands import prepare_operands
 from attnkit.blocked.table import build_table
 from attnkit.blocked.tile_loop import TileList
+from attnkit.call_checks import validate
 from attnkit.options import Options
-from attnkit.validation import validate
 
 jax = pytest.importorskip("jax")
 torch = pytest.importorskip("torch")

@@ -10,10 +10,10 @@ import os
 
 import pytest
 from _helpers import PROC_STATUS, printed_int
+from attnkit.backends import load
 
 import attnkit as ak
 from attnkit import masks
-from attnkit.backends import load
 from attnkit.blocked import executor
 from attnkit.blocked.translated_runs import Run
 

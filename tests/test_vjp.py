@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from attnkit.backends import NAMES, load
 
 import attnkit as ak
-from attnkit.backends import NAMES, load
 
 F64 = 1e-11
 F32 = 2e-5

@@ -1,7 +1,7 @@
 """attnkit's backward pass as a ``torch.autograd.Function``.
 
 The math gives a forward that returns ``(out, saved)`` and a backward from ``saved``
-(:func:`attnkit.vjp.differentiable_attention`); this wires them into autograd, saving
+(:func:`attnkit._dispatch.differentiable_attention`); this wires them into autograd, saving
 the inputs and ``saved`` (the output and lse: O(L) beyond the inputs) and nothing else.
 """
 

@@ -87,7 +87,7 @@ def _attention(
 
 @_attention.register_fake
 def _(query: Any, key: Any, value: Any, mask: Any, spec: str) -> Any:
-    from attnkit.validation import check_call
+    from attnkit.call_checks import check_call
 
     call = check_call(query, key, value, attn_mask=mask, **_options(spec))
     return query.new_empty((*call.out_lead, call.L, call.Ev))

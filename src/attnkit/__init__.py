@@ -43,8 +43,10 @@ Modules: :mod:`attnkit.attention` (the entry point), :mod:`attnkit.explain`,
 application (:mod:`attnkit.app`, :mod:`attnkit.viz`), the backends
 (:mod:`attnkit.backends`: one ``Backend`` per framework with its kernels and front-ends)
 and the math (``attnkit``, importing no framework). In the math: the checks
-``validation/``, the choice of path ``plan.py`` and ``_dispatch.py``, the executor
-``blocked/``, the NaN guard ``masked_operands.py``, the backend lookup ``registry.py``.
+``call_checks.py`` (arrays: ``array_checks.py``, structure: ``structure_checks.py``),
+the choice of path ``plan.py`` and ``_dispatch.py``, the executor ``blocked/``, the NaN
+guard ``nan_guard.py``, the backend lookup ``registry.py``; the multi-head layer
+``multi_head/``, the ring's plan and key-block backward ``ring/``.
 """
 
 from __future__ import annotations
@@ -69,9 +71,13 @@ from .errors import (
 from .explain import AttentionPlan, explain
 from .kv_cache import KVCache, append_kv, init_kv_cache
 from .merge import merge_partials
-from .multi_head import MultiHeadOutput, MultiHeadParams, multi_head_attention
-from .multi_head_init import init_multi_head_params
-from .multi_head_vjp import multi_head_attention_vjp
+from .multi_head import (
+    MultiHeadOutput,
+    MultiHeadParams,
+    init_multi_head_params,
+    multi_head_attention,
+    multi_head_attention_vjp,
+)
 from .rope import Rope, apply_rope
 from .vjp import attention_vjp
 

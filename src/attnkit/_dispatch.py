@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ._problem import Problem
 from .blocked import blocked_attention
 from .compiling import tracing
 from .options import Options
 from .plan import Plan, plan_of
+from .problem import Problem
 from .reference import reference_attention
-from .vjp import differentiable_attention
+from .vjp import backward_from, forward_saving
 
 __all__ = ["attend", "known_problem", "planned", "signature"]
 
@@ -157,3 +157,36 @@ def _remember(cache: dict[tuple[Any, ...], Any], sig: tuple[Any, ...], value: An
     if len(cache) >= _CACHE_MAX:
         cache.clear()
     cache[sig] = value
+
+
+def differentiable_attention(p: Problem) -> Any:
+    """The output (caller's layout and dtype) of ``p`` through the backend's own
+    autodiff with this module's backward pass (``Backend.custom_vjp``: a PyTorch
+    ``autograd.Function``, a ``jax.custom_vjp``), saving q, k, v, the output and lse
+    only; or None where the backend does not differentiate this call (no autodiff, not
+    recording gradients, weights or lse asked for)."""
+    hook = p.backend.custom_vjp
+    if hook is None or p.need_weights or p.need_lse:
+        return None
+    additive = p.mask is not None and not p.mask_is_bool
+    # every array of the call is an operand (a bool mask too: no cotangent), so that a
+    # traced mask is never closed over by the backward pass
+    arrays = (p.query, p.key, p.value, *(() if p.mask is None else (p.mask,)))
+    replay = p.backend.replay_rng(p.rng) if p.dropout_p > 0 else None
+
+    def bound(arrays: tuple[Any, ...], rng: Any) -> Problem:
+        mask = arrays[3] if len(arrays) > 3 else None
+        return replace(p, query=arrays[0], key=arrays[1], value=arrays[2], mask=mask, rng=rng)
+
+    def forward(*arrays: Any) -> tuple[Any, tuple[Any, Any]]:
+        return forward_saving(bound(arrays, p.rng))
+
+    def backward(
+        arrays: tuple[Any, ...], saved: tuple[Any, Any], d_out: Any, needs: tuple[bool, ...]
+    ) -> tuple[Any, ...]:
+        rng = None if replay is None else p.backend.replay_rng(replay)
+        mask_grad = additive and needs[3]
+        grads = backward_from(bound(arrays, rng), saved, d_out, mask_grad)
+        return grads if len(grads) == len(arrays) else (*grads, None)  # a bool mask: None
+
+    return hook(forward, backward, *arrays, random=p.dropout_p > 0)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from . import _dispatch
-from ._problem import Problem, caller_layout
+from .call_checks import validate
 from .compiled import compiled_call
 from .options import Options
-from .validation import validate
+from .problem import Problem, caller_layout
 
 __all__ = [
     "AttentionWithLSE",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._problem import Problem
+from .problem import Problem
 
 __all__ = ["apply_dropout", "keep_pattern"]
 

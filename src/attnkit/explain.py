@@ -12,16 +12,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._problem import Problem
 from .blocked.executor import skipped_columns
 from .blocked.operands import prepare_operands
 from .blocked.translated_runs import find_run
+from .call_checks import validate
 from .masks import Tile, clip_ranges
 from .masks.geometry import intersect_ranges
 from .options import Options
 from .plan import Plan, plan_of
+from .problem import Problem
 from .shapes import broadcast_shapes, prod
-from .validation import validate
 
 __all__ = ["AttentionPlan", "explain"]
 

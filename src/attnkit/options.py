@@ -1,7 +1,7 @@
 """The options of one attention call: every argument but the three arrays, in one place.
 
 :func:`attnkit.scaled_dot_product_attention`, :func:`attnkit.explain`,
-:func:`attnkit.attention_vjp` and :func:`attnkit.validation.check_call` keep their
+:func:`attnkit.attention_vjp` and :func:`attnkit.call_checks.check_call` keep their
 signatures; each builds one :class:`Options` from its keyword arguments, and everything
 downstream takes ``(query, key, value, options)``.
 """
@@ -15,7 +15,7 @@ __all__ = ["ARRAY_NAMES", "OPTION_NAMES", "Options"]
 
 class Options(NamedTuple):
     """The non-array arguments of an attention call, as the caller passed them
-    (unvalidated: :func:`attnkit.validation.validate` checks them, once, with the arrays).
+    (unvalidated: :func:`attnkit.call_checks.validate` checks them, once, with the arrays).
 
     A named tuple rather than a frozen dataclass: as immutable, and built in 0.4 µs
     instead of 2 µs, which a decoding step's call would pay every time.

@@ -20,12 +20,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import masks
-from ._problem import Problem
 from .blocked import cost
 from .blocked.table import TileTable, band_width, build_band, build_table
+from .call_checks import CallInfo
+from .errors import ArgumentTypeError, ParameterError
+from .problem import Problem
 from .shapes import prod
 
-__all__ = ["STRATEGIES", "Choice", "Plan", "choose", "plan_of", "table_of"]
+__all__ = [
+    "STRATEGIES",
+    "Choice",
+    "Plan",
+    "choose",
+    "default_block_size",
+    "plan_of",
+    "table_of",
+]
 
 
 @dataclass
@@ -261,3 +271,22 @@ def _plain_causal(p: Problem) -> bool:
         return False
     shift = g.S - g.L if s == _CAUSAL[1] else 0
     return g.q_offset + shift == g.kv_offset
+
+
+def default_block_size(call: CallInfo, share: int = 1) -> int:
+    """Query rows per block the executor would choose for ``call``, with its score
+    budget (``DEFAULT_BLOCK_BUDGET`` elements) divided by ``share``.
+
+    A block holds rows x S_local x heads scores; when P processes each hold one shard of
+    the sequence, ``share=P`` keeps the blocks' memory falling as 1/P with the rest.
+    """
+    if not isinstance(call, CallInfo):
+        raise ArgumentTypeError(
+            f"default_block_size: call must be the CallInfo that attnkit.call_checks.check_call "
+            f"returns, got {type(call).__name__}."
+        )
+    if isinstance(share, bool) or not isinstance(share, int) or share < 1:
+        raise ParameterError(f"default_block_size: share must be an int >= 1, got {share!r}.")
+    budget = max(1, cost.DEFAULT_BLOCK_BUDGET // share)
+    p = call._problem
+    return cost.choose_block_size(p, p.out_lead, None, budget=budget)

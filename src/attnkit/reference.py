@@ -4,15 +4,31 @@
 
     out = softmax(q kᵀ · scale + mask) v        q (..., L, E), k (..., S, E), v (..., S, Ev)
 
-:func:`reference_attention` computes exactly this on the whole (..., L, S) score matrix
-(``impl="reference"``), one line per step; each concern of a real call is one helper
-after it: 16-bit inputs computed in float32 and the GQA grouping (:func:`_operands`);
-causal, windows, offsets, structured and array masks as one bool array of allowed pairs,
-excluded with ``where`` (:func:`_allowed`); rows and columns a mask leaves unused zeroed
-before the products (:mod:`attnkit.masked_operands`); ``score_mod`` before the mask
-(:func:`_modified`); empty rows with weights 0 and lse -inf (:mod:`attnkit.softmax`);
-dropout on the weights returned (:func:`_dropout`). The default path,
-:mod:`attnkit.blocked`, runs this formula block by block.
+:func:`attention` is exactly this on arrays (NumPy, PyTorch, JAX: call it in a REPL), one
+line per step. :func:`reference_attention` (``impl="reference"``) adapts a validated call
+to it; what a real call adds is handled after it, one helper per concern:
+
+- **dtypes**: 16-bit inputs are computed in float32 (:func:`_operands`).
+- **GQA**: the query's heads are grouped as (Hkv, G), so key and value heads are never
+  copied (:func:`attnkit.problem.gqa_layout`, called by :func:`_operands`).
+- **masks**: ``attn_mask`` is bool (True = may attend) or additive float; causal
+  attention (both alignments), windows, absolute ``q_offset``/``kv_offset`` and every
+  :mod:`attnkit.masks` structure compare positions; both become one bool array of the
+  allowed pairs (:func:`_allowed`). A masked pair is excluded with ``where``, never by
+  adding -inf, so NaN or inf there cannot leak.
+- **the NaN guard**: rows and columns a mask leaves unused are zeroed before the
+  products, and the value product takes nothing from a masked value, so NaN or inf
+  stored there cannot leak through 0 * NaN (:func:`_operands`,
+  :func:`attnkit.nan_guard.weighted_values`).
+- **score_mod**: applied to the scaled scores, before the mask (:func:`_modified`).
+- **empty rows**: :func:`attnkit.softmax.masked_softmax` gives a row with nothing to
+  attend weights 0 and lse -inf, never NaN, so its output is 0.
+- **dropout**: applied to the weights, which are the weights returned (:func:`_dropout`).
+- **weights and lse**: returned with the output; the caller keeps what was asked for.
+
+It materializes the whole score matrix: fine for teaching and verification, not for long
+sequences. The default path is :mod:`attnkit.blocked`, whose
+:func:`attnkit.blocked.block.block_formula` is this formula on one block of query rows.
 """
 
 from __future__ import annotations
@@ -20,24 +36,57 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from ._problem import Problem, gqa_layout
+from array_api_compat import array_namespace
+
 from .dropout import apply_dropout
-from .masked_operands import all_finite, allowed_pairs, neutralize, weighted_values
 from .masks import Tile
+from .nan_guard import all_finite, allowed_pairs, neutralize, weighted_values
+from .problem import Problem, gqa_layout
 from .score_mods import apply_score_mod
 from .softmax import masked_softmax
 
-__all__ = ["reference_attention"]
+__all__ = ["attention", "attention_weights", "reference_attention"]
+
+
+def attention(
+    q: Any, k: Any, v: Any, *, allowed: Any = None, bias: Any = None, scale: float | None = None
+) -> Any:
+    """softmax(q kᵀ · scale + bias) v over the allowed keys: out (..., L, Ev); ``allowed``
+    bool (True = may attend) and ``bias`` broadcastable to (..., L, S); scale 1/sqrt(E)
+    by default. A row with no allowed key gives 0."""
+    weights, _ = attention_weights(q, k, allowed=allowed, bias=bias, scale=scale)
+    return weights @ v  # (..., L, S) @ (..., S, Ev) -> (..., L, Ev)
+
+
+def attention_weights(
+    q: Any,
+    k: Any,
+    *,
+    allowed: Any = None,
+    bias: Any = None,
+    scale: float | None = None,
+    score_mod: Any = None,
+) -> tuple[Any, Any]:
+    """:func:`attention`'s (weights (..., L, S), lse (..., L)); ``score_mod`` a function
+    of the scaled scores, applied before ``bias``."""
+    xp = array_namespace(q, k)
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = (q * scale) @ xp.matrix_transpose(k)  # q kᵀ · scale    (..., L, S)
+    if score_mod is not None:
+        scores = score_mod(scores)
+    if bias is not None:
+        scores = scores + bias  # an additive mask
+    return masked_softmax(xp, scores, allowed)  # 0 where not allowed and on empty rows
 
 
 def reference_attention(p: Problem) -> tuple[Any, Any, Any]:
-    """softmax(q kᵀ · scale + mask) v: (out (..., L, Ev), weights (..., L, S), lse (..., L))
-    in the compute dtype and the GQA layout (query heads as (Hkv, G))."""
-    xp = p.xp
+    """:func:`attention` on a validated call: (out (..., L, Ev), weights (..., L, S), lse
+    (..., L)) in the compute dtype and the GQA layout (query heads as (Hkv, G))."""
     o = _operands(p)  # q, k, v in the compute dtype; the mask as allowed pairs
-    scores = (o.q * p.scale) @ xp.matrix_transpose(o.k)  # q kᵀ · scale    (..., L, S)
-    scores = _modified(p, o, scores)  # + score_mod, + the additive mask
-    weights, lse = masked_softmax(xp, scores, o.allowed)  # (..., L, S), (..., L)
+    mod = None if p.score_mod is None else (lambda scores: _modified(p, o, scores))
+    weights, lse = attention_weights(
+        o.q, o.k, allowed=o.allowed, bias=o.additive, scale=p.scale, score_mod=mod
+    )
     weights = _dropout(p, weights)
     out = weights @ o.v if o.finite else weighted_values(p, weights, o.v)  # (..., L, Ev)
     return out, weights, lse
@@ -65,8 +114,10 @@ def _operands(p: Problem) -> _Operands:
     where some pair is masked and the inputs are not known to be finite (a NaN or inf was
     found, or the values are traced), the rows and columns no pair uses are zeroed."""
     xp, cd = p.xp, p.compute_dtype
-    q, k, v, mask = (x if x is None or x.dtype == cd or x.dtype == xp.bool else xp.astype(x, cd)
-                     for x in gqa_layout(p))  # fmt: skip
+    q, k, v, mask = (
+        x if x is None or x.dtype == cd or x.dtype == xp.bool else xp.astype(x, cd)
+        for x in gqa_layout(p)
+    )
     additive = None if mask is None or mask.dtype == xp.bool else mask
     tile = Tile(xp, p.device, p.geometry, 0, p.L, [(0, p.S)])  # every query and key
     allowed = _allowed(p, tile, mask, additive)  # (..., L, S) or None
@@ -87,12 +138,8 @@ def _allowed(p: Problem, tile: Tile, mask: Any, additive: Any) -> Any:
 
 
 def _modified(p: Problem, o: _Operands, scores: Any) -> Any:
-    """The scaled scores with ``score_mod`` applied, then the additive mask added."""
-    if p.score_mod is not None:
-        scores = apply_score_mod(p.score_mod, p.xp, scores, o.tile, p.num_heads, p.gqa_groups)
-    if o.additive is not None:
-        scores = scores + o.additive
-    return scores
+    """The scaled scores with ``score_mod`` applied (the additive mask comes after)."""
+    return apply_score_mod(p.score_mod, p.xp, scores, o.tile, p.num_heads, p.gqa_groups)
 
 
 def _dropout(p: Problem, weights: Any) -> Any:

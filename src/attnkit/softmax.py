@@ -15,6 +15,20 @@ from array_api_compat import device as _device
 __all__ = ["masked_softmax", "softmax_denominator", "softmax_numerator", "softmax_parts"]
 
 
+def masked_softmax(xp: Any, scores: Any, allowed: Any) -> tuple[Any, Any]:
+    """Softmax of ``scores`` (..., L, S) over S where ``allowed``; returns (weights, lse).
+
+    ``allowed`` is a bool array broadcastable to ``scores`` or None (all allowed).
+    Masked positions never influence anything, even where their score is NaN or inf::
+
+        s = where(allowed, scores, -inf)
+        weights = exp(s - lse)       # 0 on masked positions and on empty rows
+        lse = log(sum(exp(s)))       # (..., L); -inf on empty rows
+    """
+    e, denom, lse = softmax_parts(xp, scores, allowed)
+    return e / denom, lse
+
+
 def softmax_parts(
     xp: Any, scores: Any, allowed: Any, maskable: bool = True, shift_free: bool = False
 ) -> tuple[Any, Any, Any]:
@@ -76,17 +90,3 @@ def softmax_denominator(
     log_denom = xp.log(safe_denom) if row_max is None else row_max + xp.log(safe_denom)
     lse = xp.where(nonempty, log_denom, -math.inf)[..., 0]  # (..., L)
     return safe_denom, lse
-
-
-def masked_softmax(xp: Any, scores: Any, allowed: Any) -> tuple[Any, Any]:
-    """Softmax of ``scores`` (..., L, S) over S where ``allowed``; returns (weights, lse).
-
-    ``allowed`` is a bool array broadcastable to ``scores`` or None (all allowed).
-    Masked positions never influence anything, even where their score is NaN or inf::
-
-        s = where(allowed, scores, -inf)
-        weights = exp(s - lse)       # 0 on masked positions and on empty rows
-        lse = log(sum(exp(s)))       # (..., L); -inf on empty rows
-    """
-    e, denom, lse = softmax_parts(xp, scores, allowed)
-    return e / denom, lse

@@ -73,19 +73,19 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ._problem import Problem, caller_layout
 from .blocked.accumulate import sum_to_shape
 from .blocked.backward import blocked_backward
 from .blocked.executor import forward, skipped_columns
 from .blocked.operands import prepare_operands
 from .blocked.tile_backward import tile_backward
+from .call_checks import validate
 from .errors import ParameterError, ShapeError
 from .options import Options
 from .plan import plan_of
+from .problem import Problem, caller_layout
 from .shapes import describe
-from .validation import validate
 
-__all__ = ["attention_vjp", "backward_from", "differentiable_attention", "forward_saving"]
+__all__ = ["attention_vjp", "backward_from", "forward_saving"]
 
 
 def attention_vjp(
@@ -178,7 +178,7 @@ def backward_from(
 ) -> tuple[Any, ...]:
     """(dq, dk, dv[, d_mask]) in the operands' shapes and dtypes, from what
     :func:`forward_saving` kept, or from ``(out, lse)`` of a larger call whose keys are
-    only partly these (``whole_rows=False``, :mod:`attnkit.partial_backward`);
+    only partly these (``whole_rows=False``, :mod:`attnkit.ring.backward`);
     ``p.rng`` must redraw the forward's dropout. ``mask_grad=False``: no d_mask (None in
     its place) for an additive mask that needs no gradient."""
     out = saved[0]
@@ -271,36 +271,3 @@ def _reshaped(xp: Any, grad: Any, like: Any) -> Any:
     if tuple(grad.shape) != shape:
         grad = xp.reshape(grad, shape)
     return grad if grad.dtype == like.dtype else xp.astype(grad, like.dtype)
-
-
-def differentiable_attention(p: Problem) -> Any:
-    """The output (caller's layout and dtype) of ``p`` through the backend's own
-    autodiff with this module's backward pass (``Backend.custom_vjp``: a PyTorch
-    ``autograd.Function``, a ``jax.custom_vjp``), saving q, k, v, the output and lse
-    only; or None where the backend does not differentiate this call (no autodiff, not
-    recording gradients, weights or lse asked for)."""
-    hook = p.backend.custom_vjp
-    if hook is None or p.need_weights or p.need_lse:
-        return None
-    additive = p.mask is not None and not p.mask_is_bool
-    # every array of the call is an operand (a bool mask too: no cotangent), so that a
-    # traced mask is never closed over by the backward pass
-    arrays = (p.query, p.key, p.value, *(() if p.mask is None else (p.mask,)))
-    replay = p.backend.replay_rng(p.rng) if p.dropout_p > 0 else None
-
-    def bound(arrays: tuple[Any, ...], rng: Any) -> Problem:
-        mask = arrays[3] if len(arrays) > 3 else None
-        return replace(p, query=arrays[0], key=arrays[1], value=arrays[2], mask=mask, rng=rng)
-
-    def forward(*arrays: Any) -> tuple[Any, tuple[Any, Any]]:
-        return forward_saving(bound(arrays, p.rng))
-
-    def backward(
-        arrays: tuple[Any, ...], saved: tuple[Any, Any], d_out: Any, needs: tuple[bool, ...]
-    ) -> tuple[Any, ...]:
-        rng = None if replay is None else p.backend.replay_rng(replay)
-        mask_grad = additive and needs[3]
-        grads = backward_from(bound(arrays, rng), saved, d_out, mask_grad)
-        return grads if len(grads) == len(arrays) else (*grads, None)  # a bool mask: None
-
-    return hook(forward, backward, *arrays, random=p.dropout_p > 0)

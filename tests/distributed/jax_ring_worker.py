@@ -23,11 +23,11 @@ def main() -> int:
     jax.distributed.initialize(f"localhost:{port}", num_processes=2, process_id=process)
     import jax.numpy as jnp
     import numpy as np
+    from attnkit.backends.jax.sharding import ring_attention
+    from attnkit.backends.jax.sharding.zigzag import zigzag_order
     from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
     import attnkit as ak
-    from attnkit.backends.jax.sharding import ring_attention
-    from attnkit.backends.jax.sharding.zigzag import zigzag_order
 
     parts = jax.device_count()
     mesh = Mesh(np.array(jax.devices()), ("seq",), axis_types=(AxisType.Auto,))

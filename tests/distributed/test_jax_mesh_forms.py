@@ -14,10 +14,10 @@ import pytest
 
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
+from attnkit.backends.jax.sharding import ring_attention, ulysses_attention  # noqa: E402
 from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
 
 import attnkit as ak  # noqa: E402
-from attnkit.backends.jax.sharding import ring_attention, ulysses_attention  # noqa: E402
 
 P = 4
 TOL = 2e-5

@@ -32,15 +32,15 @@ from hypothesis import HealthCheck, example, given, note, settings
 
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
-from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
-
-import attnkit as ak  # noqa: E402
 from attnkit.backends.jax.sharding import (  # noqa: E402
     ring_attention,
     ulysses_attention,
     zigzag_shard,
     zigzag_unshard,
 )
+from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
+
+import attnkit as ak  # noqa: E402
 from attnkit.errors import AttnkitError, ParameterError, ShapeError  # noqa: E402
 
 P = 4

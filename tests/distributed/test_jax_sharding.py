@@ -15,15 +15,15 @@ import pytest
 
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
-from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
-
-import attnkit as ak  # noqa: E402
 from attnkit.backends.jax.sharding import (  # noqa: E402
     ring_attention,
     ulysses_attention,
     zigzag_shard,
     zigzag_unshard,
 )
+from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
+
+import attnkit as ak  # noqa: E402
 
 P = 4
 TOL64, TOL32 = 1e-12, 2e-5
@@ -247,7 +247,8 @@ def test_window_skips_pairs_outside_the_window() -> None:
     """A window narrower than a shard: contiguous layout needs only steps 0 and 1 (its
     own shard and the previous one); every other (device, step) pair is skipped."""
     from attnkit.backends.jax.sharding.steps import RingPlan
-    from attnkit.ring_plan import ring_structure, shard_pieces
+
+    from attnkit.ring.plan import ring_structure, shard_pieces
 
     pieces = shard_pieces("contiguous", P, 64)
     plan = RingPlan("seq", P, pieces, pieces, 0, 0, ring_structure(False, (5, 0), "top_left", None))

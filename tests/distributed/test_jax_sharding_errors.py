@@ -10,14 +10,14 @@ import pytest
 
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
-from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
-
-import attnkit as ak  # noqa: E402
 from attnkit.backends.jax.sharding import (  # noqa: E402
     ring_attention,
     ulysses_attention,
     zigzag_shard,
 )
+from jax.sharding import AxisType, NamedSharding, PartitionSpec  # noqa: E402
+
+import attnkit as ak  # noqa: E402
 from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError  # noqa: E402
 
 P = 4

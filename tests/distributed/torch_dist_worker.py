@@ -21,8 +21,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-
-import attnkit as ak
 from attnkit.backends.torch.distributed import (
     ring_attention,
     ulysses_attention,
@@ -30,6 +28,8 @@ from attnkit.backends.torch.distributed import (
     zigzag_unshard,
 )
 from attnkit.backends.torch.distributed.ring import _Plan
+
+import attnkit as ak
 from attnkit.errors import DeviceMismatchError, ParameterError, ShapeError
 
 RANK, WORLD = int(sys.argv[1]), int(sys.argv[2])

@@ -27,7 +27,7 @@ The backward pass is a ``jax.custom_vjp`` saving only ``(out, lse)`` (:mod:`.ste
 **Ulysses** (:func:`ulysses_attention`, :mod:`.ulysses`): sequence shards traded for
 head shards around the unchanged core; Hq and Hkv must divide by P.
 
-Layouts (:mod:`attnkit.ring_plan`): ``"contiguous"``, or ``"zigzag"`` (the default): the
+Layouts (:mod:`attnkit.ring.plan`): ``"contiguous"``, or ``"zigzag"`` (the default): the
 caller's arrays are already in zigzag order (:func:`zigzag_shard`), and so is the output.
 
 Masks: ``is_causal``, ``window``, ``q_offset``/``kv_offset`` and positional
@@ -49,7 +49,7 @@ from functools import partial
 from typing import Any
 
 from attnkit.errors import ParameterError, ShapeError
-from attnkit.ring_plan import ring_structure, shard_pieces
+from attnkit.ring.plan import ring_structure, shard_pieces
 
 from .checks import check_lead_axes, check_mesh_axis
 from .prepare import place_on_mesh, prepare

@@ -12,7 +12,7 @@ from typing import Any
 from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
 from attnkit.masks import Mask
 from attnkit.options import OPTION_NAMES
-from attnkit.ring_plan import carries_arrays, split_segments
+from attnkit.ring.plan import carries_arrays, split_segments
 
 __all__ = [
     "SUPPORTED_KWARGS",

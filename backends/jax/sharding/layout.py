@@ -2,13 +2,13 @@
 such pair of a step shares one traced computation, with no structure at all).
 
 Who holds which positions (the zigzag and contiguous layouts) and which pairs do work at
-all is the core's plan, :mod:`attnkit.ring_plan`, shared with torch.
+all is the core's plan, :mod:`attnkit.ring.plan`, shared with torch.
 """
 
 from __future__ import annotations
 
 from attnkit.masks import Mask
-from attnkit.ring_plan import Piece
+from attnkit.ring.plan import Piece
 
 __all__ = ["pair_is_full"]
 

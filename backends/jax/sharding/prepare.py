@@ -9,7 +9,7 @@ from typing import Any
 import attnkit as ak
 from attnkit.errors import ArgumentTypeError, ParameterError
 from attnkit.masks import Mask
-from attnkit.ring_plan import LAYOUTS, PlacedMask
+from attnkit.ring.plan import LAYOUTS, PlacedMask
 
 from .checks import (
     check_call,

@@ -20,8 +20,8 @@ from functools import partial
 from typing import Any
 
 import attnkit as ak
-from attnkit.partial_backward import partial_attention_vjp
-from attnkit.ring_plan import Piece, Segments, pair_is_empty
+from attnkit.ring.backward import partial_attention_vjp
+from attnkit.ring.plan import Piece, Segments, pair_is_empty
 
 from .layout import pair_is_full
 

@@ -8,7 +8,7 @@ arguments on every process of ``group``, checked before any work) and gets its r
     -> out (..., Hq, L/P, Ev), the rows this process holds, in its layout
 
 ``layout="zigzag"`` means the caller's shards are already in zigzag order (rank r holds
-chunks r and 2P-1-r of 2P equal chunks, :mod:`attnkit.ring_plan`); :func:`zigzag_shard`
+chunks r and 2P-1-r of 2P equal chunks, :mod:`attnkit.ring.plan`); :func:`zigzag_shard`
 and :func:`zigzag_unshard` convert. In the ring, step t, rank r holds the K/V block of
 rank r - t (:mod:`.ring`).
 

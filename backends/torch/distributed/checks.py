@@ -17,6 +17,8 @@ import torch
 import torch.distributed as dist
 from array_api_compat import array_namespace
 
+from attnkit.call_checks import CallInfo
+from attnkit.call_checks import check_call as validate_call
 from attnkit.errors import (
     ArgumentTypeError,
     AttnkitError,
@@ -26,9 +28,8 @@ from attnkit.errors import (
 )
 from attnkit.masks import Geometry, Mask
 from attnkit.options import OPTION_NAMES
-from attnkit.ring_plan import LAYOUTS, PlacedMask, Segments, carries_arrays, split_segments
-from attnkit.validation import CallInfo, default_block_size
-from attnkit.validation import check_call as validate_call
+from attnkit.plan import default_block_size
+from attnkit.ring.plan import LAYOUTS, PlacedMask, Segments, carries_arrays, split_segments
 
 __all__ = ["Call", "check_call"]
 
@@ -40,7 +41,7 @@ _CORE = tuple(n for n in OPTION_NAMES if n not in _WHOLE_CALL_ONLY)
 @dataclass
 class Call:
     """A checked distributed call: ``rank``/``world`` in ``group``, the global lengths
-    L and S, and the core's :class:`attnkit.validation.CallInfo` of the local shard."""
+    L and S, and the core's :class:`attnkit.call_checks.CallInfo` of the local shard."""
 
     group: Any
     rank: int

@@ -2,7 +2,7 @@
 
 Who holds which positions (the zigzag and contiguous layouts: rank r holds chunks r and
 2P-1-r of the sequence cut into 2P) and which (query piece, key piece) pairs do work is
-the core's plan, :mod:`attnkit.ring_plan`, shared with JAX.
+the core's plan, :mod:`attnkit.ring.plan`, shared with JAX.
 """
 
 from __future__ import annotations

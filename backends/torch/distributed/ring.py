@@ -24,8 +24,8 @@ import torch
 import torch.distributed as dist
 
 import attnkit as ak
-from attnkit.partial_backward import partial_attention_vjp
-from attnkit.ring_plan import Piece, pair_is_empty, ring_structure, shard_pieces
+from attnkit.ring.backward import partial_attention_vjp
+from attnkit.ring.plan import Piece, pair_is_empty, ring_structure, shard_pieces
 
 from .checks import Call
 

@@ -16,7 +16,7 @@ from torch import nn
 import attnkit as ak
 from attnkit.checks import check_flag
 from attnkit.errors import ArgumentTypeError, ParameterError, ShapeError
-from attnkit.multi_head_params import check_heads
+from attnkit.multi_head.params import check_heads
 
 from .fit import autocast_dtype, cast_params, from_nested, to_nested
 from .inputs import (

@@ -13,6 +13,8 @@ from typing import Any
 import array_api_compat as aac
 
 from .. import masks
+from ..array_checks import check_arrays as _check_arrays
+from ..array_checks import check_shapes as _check_shapes
 from ..checks import check_scale
 from ..errors import (
     ArgumentTypeError,
@@ -22,8 +24,6 @@ from ..errors import (
     ShapeError,
 )
 from ..shapes import broadcast_shapes, describe
-from ..validation._arrays import check_arrays as _check_arrays
-from ..validation._arrays import check_shapes as _check_shapes
 
 __all__ = [
     "Operands",

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._problem import Problem
 from ..dropout import keep_pattern
-from ..masked_operands import neutralize
+from ..nan_guard import neutralize
+from ..problem import Problem
 from ..score_mods import score_mod_derivative
 from .accumulate import SegmentSums, sum_to_shape
 from .block import tile_scores

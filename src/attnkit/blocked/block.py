@@ -7,35 +7,60 @@ tile), in the compute dtype::
     weights = softmax(where(allowed, scores, -inf))      # 0 on empty rows
     out     = dropout(weights) @ v                       # (..., Bq, Ev)
 
-:func:`block_formula` is exactly this; without weights or dropout :func:`attend_block`
-takes an exact variant with fewer passes (:mod:`.shortcuts`) or a backend kernel.
+:func:`block_formula` is exactly this; every block of the array-API path runs it
+(:func:`attend_block` -> :func:`attend_tile`, unless a backend kernel takes the block).
+Without weights or dropout it ends in one of two named optimisations (same result, fewer
+passes over the scores): :func:`normalized_after` (``(e @ v) / denom``) or
+:func:`with_row_sums` (``e @ [v | 1]``); either skips the row maximum where the scores
+are provably small (:mod:`.shortcuts`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .._problem import Problem
 from ..dropout import apply_dropout
-from ..masked_operands import neutralize, weighted_values
+from ..nan_guard import neutralize, weighted_values
+from ..problem import Problem
 from ..score_mods import apply_score_mod
 from ..softmax import masked_softmax, softmax_denominator, softmax_numerator, softmax_parts
 from .operands import Prepared, empty_result
 from .tiles import block_plan, kernel_mask, scatter_columns, select_rows
 
-__all__ = ["attend_block", "attend_tile", "block_formula", "block_values", "tile_scores"]
+__all__ = ["attend_block", "attend_tile", "block_formula", "block_values", "normalized_after",
+           "tile_scores", "with_row_sums"]  # fmt: skip
 
 
-def block_formula(
-    p: Problem, ops: Prepared, t: Any, q: Any, k: Any, v: Any, allowed: Any, stream: int
-) -> tuple[Any, Any, Any]:
-    """The plain formula on one tile: (out (..., Bq, Ev), weights (..., Bq, Sk), lse)."""
+def block_formula(p: Problem, ops: Prepared, t: Any, q: Any, k: Any, v: Any, allowed: Any,
+                  stream: int, need_weights: bool) -> tuple[Any, Any, Any]:  # fmt: skip
+    """The plain formula on one tile: (out (..., Bq, Ev), weights (..., Bq, Sk) or None, lse)."""
     _, _, scores = tile_scores(p, ops, t, q, k)  # (..., Bq, Sk)
+    if not (need_weights or p.dropout_p > 0):
+        if ops.value_ones is not None and ops.finite:  # v is [v | 1] (block_values)
+            return with_row_sums(p, ops, scores, allowed, v)
+        return normalized_after(p, ops, scores, allowed, v)
     weights, lse = masked_softmax(p.xp, scores, allowed)  # (..., Bq, Sk), (..., Bq)
     if p.dropout_p > 0:
         weights = apply_dropout(p, weights, stream)
     out = weights @ v if ops.finite else weighted_values(p, weights, v)  # (..., Bq, Ev)
     return out, weights, lse
+
+
+def normalized_after(p: Problem, ops: Prepared, scores: Any, allowed: Any, v: Any) -> Any:
+    """:func:`block_formula`'s end normalizing after the value product: (e @ v) / denom."""
+    maskable = allowed is not None or ops.additive is not None
+    e, denom, lse = softmax_parts(p.xp, scores, allowed, maskable, ops.shift_free)
+    ev = e @ v if ops.finite else weighted_values(p, e, v)  # (..., Bq, Ev)
+    return ev / denom, None, lse
+
+
+def with_row_sums(p: Problem, ops: Prepared, scores: Any, allowed: Any, v: Any) -> Any:
+    """:func:`normalized_after` with the row sums from the value product: e @ [v | 1]."""
+    xp, maskable = p.xp, allowed is not None or ops.additive is not None
+    e, row_max = softmax_numerator(xp, scores, allowed, maskable, ops.shift_free)
+    both = e @ v  # (..., Bq, Ev + 1): e @ v and the row sums of e in one product
+    denom, lse = softmax_denominator(xp, both[..., p.Ev :], row_max, maskable)
+    return both[..., : p.Ev] / denom, None, lse  # (..., Bq, Ev)
 
 
 def tile_scores(p: Problem, ops: Prepared, t: Any, q: Any, k: Any) -> tuple[Any, Any, Any]:
@@ -105,8 +130,6 @@ def attend_tile(
     or None. Returns (out (..., Bq, Ev), weights or None, lse (..., Bq) or None). The
     executor's loop hook (``Backend.map_blocks``) runs it on slices of uniform blocks."""
     xp = p.xp
-    plain = not (need_weights or p.dropout_p > 0)
-    with_ones = ops.value_ones is not None and plain and ops.finite
     if allowed is not None and not ops.finite:
         q, k, v = neutralize(xp, q, k, v, allowed)
     block = None if kernels is None else kernels.block
@@ -120,18 +143,7 @@ def attend_tile(
         out = block(q, k, v, mask, p.scale, ops.shift_free)
         if out is not None:
             return out, None, None
-    if not plain:
-        out, weights, lse = block_formula(p, ops, t, q, k, v, allowed, stream)
-        if need_weights:
-            weights = scatter_columns(xp, weights, t.ranges, p.S, p.device)  # (..., Bq, S)
-        return out, (weights if need_weights else None), lse
-    _, _, scores = tile_scores(p, ops, t, q, k)  # (..., Bq, Sk)
-    maskable = allowed is not None or ops.additive is not None
-    if with_ones:
-        e, row_max = softmax_numerator(xp, scores, allowed, maskable, ops.shift_free)
-        both = e @ v  # (..., Bq, Ev + 1): e @ v and the row sums of e in one product
-        denom, lse = softmax_denominator(xp, both[..., p.Ev :], row_max, maskable)
-        return both[..., : p.Ev] / denom, None, lse  # (..., Bq, Ev)
-    e, denom, lse = softmax_parts(xp, scores, allowed, maskable, ops.shift_free)
-    ev = e @ v if ops.finite else weighted_values(p, e, v)  # (..., Bq, Ev)
-    return ev / denom, None, lse  # normalizing after the product is cheaper
+    out, weights, lse = block_formula(p, ops, t, q, k, v, allowed, stream, need_weights)
+    if need_weights:
+        weights = scatter_columns(xp, weights, t.ranges, p.S, p.device)  # (..., Bq, S)
+    return out, (weights if need_weights else None), lse

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._problem import Problem
 from ..masks import clip_ranges
+from ..problem import Problem
 from ..shapes import prod
 
 __all__ = [

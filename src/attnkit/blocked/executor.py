@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .._problem import Problem
+from ..problem import Problem
 from ..shapes import broadcast_shapes
 from . import cost
 from .block import attend_block
@@ -28,7 +28,7 @@ __all__ = ["blocked_attention", "forward", "skipped_columns"]
 
 def blocked_attention(p: Problem, plan: Any) -> tuple[Any, Any, Any]:
     """Attention over all rows: (out (..., L, Ev), weights (..., L, S) or None, lse (..., L))
-    in the compute dtype and the GQA layout (:func:`attnkit._problem.gqa_layout`), by
+    in the compute dtype and the GQA layout (:func:`attnkit.problem.gqa_layout`), by
     ``plan`` (:func:`attnkit.plan.plan_of`)."""
     out, weights, lse, _ = forward(p, plan)
     return out, weights, lse

@@ -12,8 +12,8 @@ from typing import Any
 
 from array_api_compat import device
 
-from .._problem import Problem
 from ..masks import Tile
+from ..problem import Problem
 from .accumulate import sum_to_shape
 from .operands import Prepared
 from .tiles import block_plan, kernel_mask, select_rows

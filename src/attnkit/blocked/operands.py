@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .._problem import Problem, gqa_layout
-from ..masked_operands import all_finite
+from ..nan_guard import all_finite
+from ..problem import Problem, gqa_layout
 from ..shapes import broadcast_shapes
 from .shortcuts import scores_bounded
 
@@ -36,7 +36,7 @@ def prepare_operands(p: Problem, kernels: Any, shortcuts: bool = False) -> Prepa
 
     Where some (query, key) pair is masked and the operands are not known to be finite
     (a concrete check found NaN or inf, or the values are traced under ``jax.jit``), each
-    block zeroes what its rows may not touch (:func:`attnkit.masked_operands.neutralize`).
+    block zeroes what its rows may not touch (:func:`attnkit.nan_guard.neutralize`).
     ``shortcuts=True`` (no weights or dropout) decides :mod:`.shortcuts`; ``kernels``
     (the backend's block kernels, or None) say whether the block kernel reads them.
     """

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._problem import Problem
+from ..problem import Problem
 from ..shapes import prod
 
 __all__ = ["scores_bounded", "shift_free_limit"]

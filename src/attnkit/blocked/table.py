@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._problem import Problem
 from ..masks import EMPTY, FULL, clip_ranges, tile_any
+from ..problem import Problem
 
 __all__ = ["TileTable", "band_width", "build_band", "build_table", "live_tiles", "tile_ids"]
 

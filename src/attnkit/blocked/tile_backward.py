@@ -22,9 +22,9 @@ import functools
 import math
 from typing import Any
 
-from .._problem import Problem
-from ..masked_operands import neutralize
 from ..masks import LoopTile
+from ..nan_guard import neutralize
+from ..problem import Problem
 from .accumulate import sum_to_shape
 from .backward import weight_grads
 from .block import tile_scores

@@ -12,9 +12,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .._problem import Problem
-from ..masked_operands import allowed_pairs
 from ..masks import FULL, PARTIAL, LoopTile
+from ..nan_guard import allowed_pairs
+from ..problem import Problem
 from ..shapes import broadcast_shapes
 from .block import tile_scores
 from .loop import map_blocks, python_loop

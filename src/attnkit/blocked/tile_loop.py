@@ -20,10 +20,10 @@ import functools
 import math
 from typing import Any
 
-from .._problem import Problem
-from ..masked_operands import neutralize, weighted_values
 from ..masks import LoopTile
 from ..merge import finish_packed, merge_packed, no_keys
+from ..nan_guard import neutralize, weighted_values
+from ..problem import Problem
 from ..softmax import softmax_numerator
 from .block import tile_scores
 from .operands import Prepared

@@ -10,9 +10,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .._problem import Problem
-from ..masked_operands import neutralize
 from ..masks import LoopTile
+from ..nan_guard import neutralize
+from ..problem import Problem
 from .block import tile_scores
 from .operands import Prepared
 from .table import TileTable

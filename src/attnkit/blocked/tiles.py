@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._problem import Problem
-from ..masked_operands import allowed_pairs
 from ..masks import Tile, clip_ranges
 from ..masks.geometry import intersect_ranges
+from ..nan_guard import allowed_pairs
+from ..problem import Problem
 from .operands import Prepared
 
 __all__ = ["block_plan", "block_tile", "kernel_mask", "scatter_columns", "select_rows"]

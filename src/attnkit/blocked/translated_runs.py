@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._problem import Problem
 from ..masks import clip_ranges
+from ..problem import Problem
 from .operands import Prepared
 from .tiles import block_plan, block_tile, kernel_mask
 

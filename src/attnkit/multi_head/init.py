@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .checks import check_flag
-from .errors import ParameterError
-from .multi_head_params import MultiHeadParams, check_heads
-from .registry import backend_for_rng, backend_named
+from ..checks import check_flag
+from ..errors import ParameterError
+from ..registry import backend_for_rng, backend_named
+from .params import MultiHeadParams, check_heads
 
 __all__ = ["init_multi_head_params"]
 

@@ -1,5 +1,5 @@
 """Input checks of :func:`attnkit.multi_head_attention`: the call's flags and positions,
-the inputs against the parameters, and the kv cache (the masks: :mod:`attnkit._mha_masks`).
+the inputs against the parameters, and the kv cache (the masks: :mod:`attnkit.multi_head.masks`).
 
 Every check runs before any work and names the argument, its shape and the fix.
 """
@@ -21,9 +21,9 @@ from ..errors import (
     ShapeError,
 )
 from ..kv_cache import KVCache
-from ..multi_head_params import MultiHeadParams, check_heads
 from ..rope import Rope, check_positions
 from ..shapes import broadcast_shapes, describe, type_name
+from .params import MultiHeadParams, check_heads
 
 __all__ = ["HeadShapes", "check_call", "check_inputs"]
 

@@ -1,35 +1,4 @@
-"""Multi-head attention written once: projections, heads, GQA/MQA, RoPE, kv cache.
-
-Shape legend: ``...`` leading dims, L/S query/key lengths, Dq/Dk/Dv input features, Hq
-and Hkv heads (Hq % Hkv == 0), E/Ev features per head, Do output features.
-
-Parameters follow ``torch.nn.Linear``'s layout, ``y = x @ W.T + b``
-(:mod:`attnkit.multi_head_params`). Bool masks mean ``True = may attend``: for
-``key_padding_mask`` True marks a real key (PyTorch's module, the opposite, converts).
-
-Example
--------
-
-The whole layer (projections, heads, attention, output projection), d_model 512 in 8
-heads of 64:
-
-.. code-block:: python
-
-    import attnkit as ak
-
-    rng = np.random.default_rng(0)
-    params = ak.init_multi_head_params(512, 8, rng=rng)  # PyTorch's init scheme, from an rng
-    x = rng.standard_normal((4, 10, 512), dtype=np.float32)  # (batch, L, d_model)
-    out, weights, _ = ak.multi_head_attention(x, params=params, num_heads=8, need_weights=True)
-    # out (4, 10, 512); weights (4, 10, 10), averaged over heads (average_weights=False: per head)
-
-Self- or cross-attention, GQA/MQA (`num_kv_heads`, key/value heads never copied),
-masks, `window`, `is_causal`, dropout with `rng`, `add_zero_attn` and `bias_k`/`bias_v`
-as PyTorch, rotary embeddings (`rope=ak.Rope(...)`, :mod:`attnkit.rope`) and a kv cache
-(:mod:`attnkit.kv_cache`); each argument: ``help(attnkit.multi_head_attention)``.
-
-The examples run on NumPy arrays, with NumPy imported as ``np``.
-"""
+"""The multi-head attention layer: projections, heads, attention, output projection."""
 
 from __future__ import annotations
 
@@ -38,13 +7,13 @@ from typing import Any, NamedTuple
 from array_api_compat import array_namespace
 from array_api_compat import device as _device
 
-from ._mha_masks import and_mask, check_masks, combine_masks
-from .attention import scaled_dot_product_attention
-from .kv_cache import KVCache, append_kv, cache_mask
-from .masks import window_sides
-from .multi_head_params import MultiHeadParams
-from .rope import Rope, apply_rope
-from .validation._multi_head import check_call, check_inputs
+from ..attention import scaled_dot_product_attention
+from ..kv_cache import KVCache, append_kv, cache_mask
+from ..masks import window_sides
+from ..rope import Rope, apply_rope
+from .checks import check_call, check_inputs
+from .masks import and_mask, check_masks, combine_masks
+from .params import MultiHeadParams
 
 __all__ = ["MultiHeadOutput", "MultiHeadParams", "multi_head_attention"]
 

@@ -11,8 +11,8 @@ import functools
 import math
 from typing import Any
 
-from ._problem import Problem, gqa_mask
 from .masks import Tile
+from .problem import Problem, gqa_mask
 
 __all__ = ["all_finite", "allowed_pairs", "neutralize", "weighted_values"]
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import ParameterError, ShapeError
-from .options import Options
-from .shapes import describe
-from .validation import validate
-from .vjp import backward_from
+from ..call_checks import validate
+from ..errors import ParameterError, ShapeError
+from ..options import Options
+from ..shapes import describe
+from ..vjp import backward_from
 
 __all__ = ["partial_attention_vjp"]
 

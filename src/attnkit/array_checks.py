@@ -10,15 +10,15 @@ from typing import Any
 
 import array_api_compat as aac
 
-from ..errors import (
+from .errors import (
     ArgumentTypeError,
     DeviceMismatchError,
     DTypeError,
     NamespaceMismatchError,
     ShapeError,
 )
-from ..masks import Mask
-from ..shapes import broadcast_shapes, describe
+from .masks import Mask
+from .shapes import broadcast_shapes, describe
 
 __all__ = ["check_arrays", "check_mask_shape", "check_shapes", "one_head_broadcast"]
 

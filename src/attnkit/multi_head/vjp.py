@@ -17,13 +17,13 @@ from typing import Any
 
 from array_api_compat import array_namespace
 
-from ._mha_masks import check_masks, combine_masks
-from .errors import ParameterError, ShapeError
-from .multi_head import _heads, _linear, _merge_heads
-from .multi_head_params import MultiHeadParams
-from .shapes import describe
-from .validation._multi_head import check_call, check_inputs
-from .vjp import attention_vjp
+from ..errors import ParameterError, ShapeError
+from ..shapes import describe
+from ..vjp import attention_vjp
+from .checks import check_call, check_inputs
+from .layer import _heads, _linear, _merge_heads
+from .masks import check_masks, combine_masks
+from .params import MultiHeadParams
 
 __all__ = ["multi_head_attention_vjp"]
 

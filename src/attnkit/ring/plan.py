@@ -19,9 +19,9 @@ from typing import Any
 
 import array_api_compat as aac
 
-from .masks import Geometry, Mask, Tile, causal, clip_ranges, sliding_window
-from .masks.algebra import _Combined
-from .masks.arrays import _Segments
+from ..masks import Geometry, Mask, Tile, causal, clip_ranges, sliding_window
+from ..masks.algebra import _Combined
+from ..masks.arrays import _Segments
 
 __all__ = [
     "LAYOUTS",

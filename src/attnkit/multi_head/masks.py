@@ -10,8 +10,8 @@ from typing import Any
 from array_api_compat import array_namespace
 from array_api_compat import device as _device
 
-from . import masks as _masks
-from .errors import (
+from .. import masks as _masks
+from ..errors import (
     ArgumentTypeError,
     DeviceMismatchError,
     DTypeError,
@@ -19,8 +19,8 @@ from .errors import (
     ParameterError,
     ShapeError,
 )
-from .shapes import broadcast_shapes, describe, type_name
-from .validation._multi_head import HeadShapes
+from ..shapes import broadcast_shapes, describe, type_name
+from .checks import HeadShapes
 
 __all__ = ["and_mask", "check_masks", "combine_masks"]
 

@@ -1,4 +1,4 @@
-"""attnkit.validation: the call's checks without the computation, and the executor's
+"""attnkit.call_checks: the call's checks without the computation, and the executor's
 block size with its budget shared among processes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from _helpers import problem
 
 import attnkit
-from attnkit import validation
+from attnkit import call_checks, plan
 from attnkit.blocked import cost
 
 
@@ -33,7 +33,7 @@ def test_check_call_raises_the_calls_own_errors() -> None:
     for change in bad:
         args = dict(query=q, key=k, value=v) | change
         with pytest.raises(attnkit.AttnkitError) as from_check:
-            validation.check_call(**args)
+            call_checks.check_call(**args)
         with pytest.raises(attnkit.AttnkitError) as from_call:
             attnkit.scaled_dot_product_attention(**args)
         assert type(from_check.value) is type(from_call.value), (change, from_check.value)
@@ -43,8 +43,8 @@ def test_check_call_raises_the_calls_own_errors() -> None:
 def test_check_call_returns_the_call_info() -> None:
     rng = np.random.default_rng()
     q, k, v = _qkv(rng, 32, 48)
-    p = validation.check_call(q, k, v, is_causal=True, causal_alignment="bottom_right")
-    assert isinstance(p, validation.CallInfo)
+    p = call_checks.check_call(q, k, v, is_causal=True, causal_alignment="bottom_right")
+    assert isinstance(p, call_checks.CallInfo)
     assert (p.L, p.S, p.Ev, p.out_lead, p.num_heads, p.gqa_groups) == (32, 48, 64, (1, 8), 8, 1)
     assert p.dtype == p.compute_dtype == np.float32
     assert p.scale == 1 / 8 and p.block_size is None
@@ -55,7 +55,7 @@ def test_default_block_size_is_the_executors_choice() -> None:
     rng = np.random.default_rng()
     qkv = _qkv(rng)
     p = problem(*qkv)
-    assert validation.default_block_size(validation.check_call(*qkv)) == cost.choose_block_size(
+    assert plan.default_block_size(call_checks.check_call(*qkv)) == cost.choose_block_size(
         p, p.out_lead
     )
 
@@ -64,11 +64,11 @@ def test_default_block_size_shares_the_budget() -> None:
     """With the budget shared by P, a block's scores fit in 1/P of the default budget
     (rows x S x heads), down to the smallest block."""
     rng = np.random.default_rng()
-    p = validation.check_call(*_qkv(rng))
+    p = call_checks.check_call(*_qkv(rng))
     heads = 8
     sizes = {}
     for share in (1, 2, 4, 8):
-        rows = validation.default_block_size(p, share=share)
+        rows = plan.default_block_size(p, share=share)
         sizes[share] = rows
         assert rows == 16 or rows * p.S * heads <= cost.DEFAULT_BLOCK_BUDGET // share, (
             share,
@@ -80,6 +80,13 @@ def test_default_block_size_shares_the_budget() -> None:
 @pytest.mark.parametrize("share", [0, -1, 1.5, True, "2"])
 def test_default_block_size_refuses_a_bad_share(share: object) -> None:
     rng = np.random.default_rng()
-    p = validation.check_call(*_qkv(rng, 16, 16))
+    p = call_checks.check_call(*_qkv(rng, 16, 16))
     with pytest.raises(attnkit.ParameterError, match="share must be an int >= 1"):
-        validation.default_block_size(p, share=share)  # type: ignore[arg-type]
+        plan.default_block_size(p, share=share)  # type: ignore[arg-type]
+
+
+def test_default_block_size_refuses_what_is_not_a_call_info() -> None:
+    rng = np.random.default_rng()
+    q = _qkv(rng, 16, 16)[0]
+    with pytest.raises(attnkit.ArgumentTypeError, match=r"CallInfo that attnkit\.call_checks"):
+        plan.default_block_size(q)  # type: ignore[arg-type]

@@ -11,11 +11,11 @@ from typing import Any
 
 import array_api_compat as aac
 
-from .. import masks
-from ..errors import ArgumentTypeError, ShapeError
-from ..masks import Geometry, Mask
-from ..registry import backend_for
-from ..shapes import broadcast_shapes
+from . import masks
+from .errors import ArgumentTypeError, ShapeError
+from .masks import Geometry, Mask
+from .registry import backend_for
+from .shapes import broadcast_shapes
 
 __all__ = ["check_structure", "check_window", "foreign_mask", "structure_of"]
 

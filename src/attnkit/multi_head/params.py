@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .errors import ParameterError, ShapeError
-from .shapes import describe
+from ..errors import ParameterError, ShapeError
+from ..shapes import describe
 
 __all__ = ["MultiHeadParams", "check_heads", "packed_split"]
 
