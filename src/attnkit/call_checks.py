@@ -211,7 +211,7 @@ def validate(query: Any, key: Any, value: Any, options: Options) -> Problem:
         dropout_p=dropout_p,
         rng=rng if dropout_p > 0 else None,
         gqa_groups=groups,
-        score_mod=check_score_mod(o.score_mod, num_heads),
+        score_mod=None if o.score_mod is None else check_score_mod(o.score_mod, num_heads),
         num_heads=num_heads,
         impl=impl,
         need_weights=return_weights,

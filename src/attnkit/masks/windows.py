@@ -17,7 +17,7 @@ from typing import Any
 
 from ..checks import check_alignment, is_int
 from ..errors import ParameterError
-from .algebra import Mask, and_tiles
+from .algebra import Mask
 from .geometry import EMPTY, FULL, PARTIAL, Geometry, Ranges, Tile
 
 __all__ = ["causal", "sliding_window", "window_sides"]
@@ -77,7 +77,8 @@ class _Window(Mask):
         if need_left:  # kpos >= qpos - left
             out = kj >= qi + _clamp(-self.left - c)
         if need_right:  # kpos <= qpos + right
-            out = and_tiles(out, kj <= qi + _clamp(self.right - c))
+            right = kj <= qi + _clamp(self.right - c)
+            out = right if out is None else out & right
         return out
 
     def check(self, xp: Any, device: Any, g: Geometry, name: str) -> None:
