@@ -5,7 +5,7 @@ during the trace is baked into the graph. So:
 
 1. **No caches while tracing** (:func:`tracing`): a cache hit would be baked in.
 2. **One operator per call** (:mod:`attnkit.compiled`): the graph does not grow with L.
-3. **Sizes as Python ints** (:func:`static_int`): the block plan is Python arithmetic,
+3. **Sizes as Python ints** (:func:`static_ints`): the block plan is Python arithmetic,
    as under ``jax.jit``.
 4. **Traceable Python**: :class:`lazy_attribute` (a ``cached_property`` without the lock
    dynamo cannot trace), and loops rather than ``max`` over a generator.
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["lazy_attribute", "register_tracing", "static_int", "static_ints", "tracing"]
+__all__ = ["lazy_attribute", "register_tracing", "static_ints", "tracing"]
 
 _TRACING: list[Callable[[], bool]] = []
 
@@ -34,16 +34,11 @@ def tracing() -> bool:
     return bool(_TRACING) and _TRACING[0]()
 
 
-def static_int(size: Any) -> int:
-    """``size`` (a shape entry, or a product of them) as a Python int: under
-    ``torch.compile`` with dynamic shapes this specializes it, so that the Python
-    arithmetic of the block plan stays Python."""
-    return int(size)
-
-
 def static_ints(sizes: Any) -> tuple[int, ...]:
-    """:func:`static_int` of each of ``sizes``, in one call (validation converts a call's
-    sizes once; everything after reads the Problem's ints)."""
+    """``sizes`` (shape entries) as Python ints: under ``torch.compile`` with dynamic
+    shapes this specializes them, so that the Python arithmetic of the block plan stays
+    Python. Validation converts a call's sizes once; everything after reads the
+    Problem's ints."""
     return tuple([int(n) for n in sizes])
 
 
