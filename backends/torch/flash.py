@@ -154,8 +154,9 @@ def run_backward(
 
     def fold(x: Any) -> Any:  # (N, n, c*rows, X) -> (N, (n + c - 1)*rows, X)
         parts = x.reshape(x.shape[0], n, c, rows, x.shape[-1])
-        total = x.new_zeros((x.shape[0], n + c - 1, rows, x.shape[-1]))
-        for t in range(c):
+        tail = x.new_zeros((x.shape[0], c - 1, rows, x.shape[-1]))
+        total = torch.cat([parts[:, :, 0], tail], dim=1)  # chunk 0, written once
+        for t in range(1, c):
             total[:, t : t + n] += parts[:, :, t]
         return total.reshape(x.shape[0], (n + c - 1) * rows, x.shape[-1])
 

@@ -93,7 +93,6 @@ def blocked_backward(
     cuts = {b for t in tiles if t is not None for r in t.ranges for b in r}
     if run is not None:
         cuts |= {run.k_lo, run.k_hi}
-    D = xp.sum(d_out * out, axis=-1)  # (..., L): rowsum(dO * O)
     dq_parts, dmask_parts = [], []
     dk_sums, dv_sums = SegmentSums(xp, p.S, cuts), SegmentSums(xp, p.S, cuts)
     for stream, ((q_lo, q_hi), t) in enumerate(zip(blocks, tiles, strict=True)):
@@ -115,7 +114,7 @@ def blocked_backward(
             grads = block_grads(p, ops, fused, t, q_lo, q_hi, out, lse, d_out, lives[stream])
         if grads is None:
             grads = _block_backward(
-                p, ops, t, q_lo, q_hi, stream, out, lse, d_out, D, whole_rows, lives[stream]
+                p, ops, t, q_lo, q_hi, stream, out, lse, d_out, whole_rows, lives[stream]
             )
         dq_b, dk_b, dv_b, ds = grads
         # to the key/value heads (GQA groups summed) before adding
@@ -161,7 +160,6 @@ def _block_backward(
     out: Any,
     lse: Any,
     d_out: Any,
-    D: Any,
     whole_rows: bool = True,
     live: Any = None,
 ) -> tuple[Any, Any, Any, Any]:
@@ -172,8 +170,10 @@ def _block_backward(
     q = ops.query[..., q_lo:q_hi, :]  # (..., Bq, E)
     k = select_rows(xp, ops.key, t.ranges)  # (..., Sk, E)
     v = select_rows(xp, ops.value, t.ranges)  # (..., Sk, Ev)
-    rows = (lse[..., q_lo:q_hi], d_out[..., q_lo:q_hi, :], D[..., q_lo:q_hi])
-    return _tile_backward(p, ops, t, allowed, q, k, v, *rows, stream, whole_rows)
+    dO = d_out[..., q_lo:q_hi, :]  # (..., Bq, Ev)
+    D = xp.sum(dO * out[..., q_lo:q_hi, :], axis=-1)  # (..., Bq): rowsum(dO * O)
+    return _tile_backward(p, ops, t, allowed, q, k, v, lse[..., q_lo:q_hi], dO, D, stream,
+                          whole_rows)  # fmt: skip
 
 
 def _tile_backward(
