@@ -14,7 +14,9 @@ dtype::
     dM  = dS summed over the additive mask's broadcast axes
 
 Dividing by rowsum(P) (issue 25) keeps the weights exact where a huge finite additive
-mask makes lse round (not for a key piece, ``whole_rows=False``). Rows with nothing to
+mask makes lse round (not for a key piece, ``whole_rows=False``); without dropout the
+division is applied to dO and D, whose rows it scales (P^T (dO / r) and (P / r) * (dP -
+D) = P * ((dO / r) V^T - D / r)), not to the (Bq, Sk) weights. Rows with nothing to
 attend get gradient 0; NaN or inf at masked positions never reaches a gradient.
 """
 
@@ -197,15 +199,23 @@ def _tile_backward(
     if allowed is not None and not ops.finite:
         q, k, v = neutralize(xp, q, k, v, allowed)
     raw, modified, scores = tile_scores(p, ops, t, q, k)  # (..., Bq, Sk)
-    live = xp.isfinite(lse_b)  # False on rows with nothing to attend (lse = -inf)
-    shift = xp.where(live, lse_b, xp.zeros_like(lse_b))
-    e = xp.exp(scores - shift[..., None])  # (..., Bq, Sk)
-    keep = live[..., None] if allowed is None else (allowed & live[..., None])
-    P = xp.where(keep, e, xp.zeros_like(e))  # the forward's weights, 0 where not allowed
+    D = D_b[..., None]  # (..., Bq, 1)
+    if allowed is None and ops.additive is None and p.score_mod is None and ops.finite:
+        P = xp.exp(scores - lse_b[..., None])  # every row has finite scores: lse finite
+    else:
+        live = xp.isfinite(lse_b)  # False on rows with nothing to attend (lse = -inf)
+        shift = xp.where(live, lse_b, xp.zeros_like(lse_b))
+        e = xp.exp(scores - shift[..., None])  # (..., Bq, Sk)
+        keep = live[..., None] if allowed is None else (allowed & live[..., None])
+        P = xp.where(keep, e, xp.zeros_like(e))  # the forward's weights, 0 where not allowed
     if whole_rows:  # exact weights even where lse's rounding absorbed log(n) (docstring)
         total = xp.sum(P, axis=-1, keepdims=True)  # (..., Bq, 1): 1 unless lse rounded
-        P = P / xp.where(total > 0, total, xp.ones_like(total))
-    return weight_grads(p, ops, t, raw, modified, P, q, k, v, dO, D_b[..., None], stream)
+        total = xp.where(total > 0, total, xp.ones_like(total))
+        if p.dropout_p > 0:
+            P = P / total
+        else:  # the same dV and dS with the division on the rows' dO and D, not on P
+            dO, D = dO / total, D / total
+    return weight_grads(p, ops, t, raw, modified, P, q, k, v, dO, D, stream)
 
 
 def weight_grads(
