@@ -80,8 +80,8 @@ class Kernels:
     ``block_overhead_per_head``       its fixed cost per head of a block, in score
                                       elements of work (for the choice of block size).
     ``block_tasks()``                 how it holds a block's scores (:class:`BlockTasks`,
-                                      for the executor's memory budget; read once per
-                                      call), or None: all of them at once.
+                                      for the executor's memory budget; read at most
+                                      once per call), or None: all of them at once.
     ``block_wants_additive``          the block and run kernels take masks in additive
                                       form (0 / -inf in the compute dtype), which the
                                       executor makes once per tile.
