@@ -14,9 +14,11 @@ import attnkit as ak
 from attnkit import _dispatch, backends
 
 #: Files of the package a first plain causal call enters, and a repeated one, at most
-#: (issue 39 aims at 20 and 15: the executor's path still crosses the masks' modules).
-FIRST_CALL_FILES = 27
-REPEATED_CALL_FILES = 18
+#: (issue 39 aims at 20 and 15: besides validation, plan and executor, a first call still
+#: asks whether its backend compiles (compiled) and, being masked, checks its operands
+#: finite (nan_guard); a repeated call also crosses the masks' modules for its tile).
+FIRST_CALL_FILES = 22
+REPEATED_CALL_FILES = 15
 ROOTS = tuple(str(Path(m.__file__).parent) for m in (ak, backends))
 
 

@@ -179,8 +179,10 @@ def _attention(
 
 def _finish(p: Problem, out: Any, weights: Any, lse: Any) -> Any:
     """The caller's dtype and shapes (..., Hq, L, Ev): the GQA axes merged, broadcast
-    leading dims expanded; the result type the flags ask for."""
-    out = caller_layout(p, out, (p.L, p.Ev), p.dtype)
+    leading dims expanded (an output in them already, as most are, kept as it is); the
+    result type the flags ask for."""
+    if out.dtype != p.dtype or tuple(out.shape) != (*p.out_lead, p.L, p.Ev):
+        out = caller_layout(p, out, (p.L, p.Ev), p.dtype)
     if not (p.need_weights or p.need_lse):
         return out
     if p.need_weights:

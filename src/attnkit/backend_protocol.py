@@ -80,8 +80,8 @@ class Kernels:
     ``block_overhead_per_head``       its fixed cost per head of a block, in score
                                       elements of work (for the choice of block size).
     ``block_tasks()``                 how it holds a block's scores (:class:`BlockTasks`,
-                                      for the executor's memory budget; read once per
-                                      call), or None: all of them at once.
+                                      for the executor's memory budget; read at most
+                                      once per call), or None: all of them at once.
     ``block_wants_additive``          the block and run kernels take masks in additive
                                       form (0 / -inf in the compute dtype), which the
                                       executor makes once per tile.
@@ -216,13 +216,14 @@ class MathBackend:
     #: whether autodiff recomputes ``map_blocks``'s body rather than storing its scores.
     map_blocks_recomputes: bool = False
 
+    #: ``concrete_float(x)``: the builtin ``float`` (a C call, no Python frame on the
+    #: hot path), which a backend overrides where its arrays need more (PyTorch's detach).
+    concrete_float: Callable[[Any], float] = staticmethod(float)
+
     def namespace(self) -> Any:
         if not self.NAMESPACE:
             raise NotImplementedError(f"the {self.NAME} backend names no namespace")
         return importlib.import_module(self.NAMESPACE)
-
-    def concrete_float(self, x: Any) -> float:
-        return float(x)
 
     def check_rng(self, rng: Any, like: Any = None) -> None:
         raise ArgumentTypeError(

@@ -34,7 +34,7 @@ from .checks import (
 )
 from .compiling import static_ints
 from .errors import ParameterError
-from .masks import Geometry, Mask
+from .masks import Geometry, Mask, causal
 from .options import Options
 from .problem import Problem
 from .registry import backend_for
@@ -155,7 +155,8 @@ def validate(query: Any, key: Any, value: Any, options: Options) -> Problem:
     dropout_p = check_dropout_p(dropout_p)
     if block_size is not None and (type(block_size) is not int or block_size < 1):
         raise ParameterError(f"block_size must be a positive int or None, got {block_size!r}.")
-    window = check_window(window)
+    if window is not None:
+        window = check_window(window)
     q_offset, kv_offset = check_int("q_offset", o.q_offset), check_int("kv_offset", o.kv_offset)
     # arrays
     sizes = None
@@ -169,10 +170,14 @@ def validate(query: Any, key: Any, value: Any, options: Options) -> Problem:
         (*out_lead, query.shape[-2], query.shape[-1], key.shape[-2], value.shape[-1])
     )
     out_lead = tuple(out_lead)
-    # structure
-    structure = structure_of(is_causal, window, causal_alignment, attn_mask, out_lead, L, S)
+    # structure (causal alone, or none: nothing to combine or check against the call)
     geometry = Geometry(L, S, q_offset, kv_offset)
-    check_structure(xp, device, geometry, window, attn_mask, o.score_mod, sizes)
+    plain = window is None and sizes is None and o.score_mod is None
+    if plain and not isinstance(attn_mask, Mask):
+        structure = causal(causal_alignment) if is_causal else None
+    else:
+        structure = structure_of(is_causal, window, causal_alignment, attn_mask, out_lead, L, S)
+        check_structure(xp, device, geometry, window, attn_mask, o.score_mod, sizes)
     if isinstance(attn_mask, Mask):
         attn_mask = None  # in the structure
     if attn_mask is not None:

@@ -71,12 +71,14 @@ def choose_block_size(
     over heads, its ``block_overhead_per_head`` times the heads. Candidates whose block
     exceeds the memory ``budget`` are skipped (the smallest is kept if none fits): a
     block holds Bq x Sk x heads score elements, or for a kernel that computes it in tasks
-    (``Kernels.block_tasks``, read once here) what its tasks hold, and at least one
-    head's Bq x Sk (the block's mask). ``kernels``: the backend's kernels the executor
-    uses. ``lead``: the output's leading dims, Python ints (the Problem's ``out_lead``).
+    (``Kernels.block_tasks``, read at most once here, and only for a block over the
+    budget: what tasks hold is never more) what its tasks hold, and at least one head's
+    Bq x Sk (the block's mask). ``kernels``: the backend's kernels the executor uses.
+    ``lead``: the output's leading dims, Python ints (the Problem's ``out_lead``).
     """
     heads = max(1, prod(lead))
-    tasks = None if kernels is None or kernels.block_tasks is None else kernels.block_tasks()
+    block_tasks = None if kernels is None else kernels.block_tasks
+    tasks = None
     per_head = 0 if kernels is None else kernels.block_overhead_per_head
     base = p.backend.block_overhead_elements or BLOCK_OVERHEAD_ELEMENTS
     overhead = base + heads * per_head
@@ -84,8 +86,10 @@ def choose_block_size(
     for rows in (16, 32, 64, 128, 256, 512, 1024):
         rows = min(rows, max(p.L, 1))
         width = _probe_width(p, rows)
-        work = rows * width * heads
-        memory = work if tasks is None else max(tasks.held(rows, width, heads), rows * width)
+        work = memory = rows * width * heads
+        if memory > budget and block_tasks is not None:
+            tasks = block_tasks() if tasks is None else tasks
+            memory = max(tasks.held(rows, width, heads), rows * width)
         if memory > budget and best is not None:
             break
         cost = -(-p.L // rows) * (work + overhead)

@@ -60,7 +60,7 @@ def _row_blocks(p: Problem, plan: Any) -> tuple[Any, Any, Any]:
     if p.L == 0:
         return empty_result(p, ops.lead, 0, need_weights)
     rows = plan.rows
-    run = run_of(p, ops, kernels, need_weights)
+    run = None if kernels is None or kernels.run is None else run_of(p, ops, kernels, need_weights)
     run_out = None if run is None else _attend_run(p, ops, kernels, run)  # (out, lse) | None
     blocks = _segment_blocks(p, rows, None if run_out is None else run)
     columns = None if run_out is not None else skipped_columns(p, ops, plan)

@@ -41,7 +41,7 @@ def prepare_operands(p: Problem, kernels: Any, shortcuts: bool = False) -> Prepa
     (the backend's block kernels, or None) say whether the block kernel reads them.
     """
     xp, cd = p.xp, p.compute_dtype
-    q, k, v, mask = gqa_layout(p)
+    q, k, v, mask = (p.query, p.key, p.value, p.mask) if p.gqa_groups == 1 else gqa_layout(p)
     if q.dtype != cd:
         q, k, v = xp.astype(q, cd), xp.astype(k, cd), xp.astype(v, cd)
     allowed_mask, additive = None, None
