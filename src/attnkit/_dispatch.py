@@ -13,15 +13,18 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import array_api_compat as aac
+
 from .blocked import blocked_attention
 from .compiling import tracing
 from .options import Options
 from .plan import Plan, plan_of
 from .problem import Problem
 from .reference import reference_attention
+from .registry import backend_for
 from .vjp import backward_from, forward_saving
 
-__all__ = ["attend", "known_problem", "planned", "signature"]
+__all__ = ["attend", "compiler_of", "known_problem", "planned", "signature"]
 
 _CACHE_MAX = 64
 #: Problems of validated plain signatures, their arrays dropped.
@@ -87,6 +90,18 @@ def planned(
         return None, sig
     mask = o.attn_mask
     return (plan(query, key, value) if mask is None else plan(query, key, value, mask)), sig
+
+
+def compiler_of(query: Any) -> Any:
+    """The backend of ``query``'s library where it compiles calls (``Backend.compile``:
+    JAX) or has them traced into one operator (``Backend.traced_call``: PyTorch under
+    ``torch.compile``), else None: NumPy and array-api-strict run as they are, and what
+    is no array is named by validation."""
+    try:
+        backend = backend_for(aac.array_namespace(query))
+    except TypeError:
+        return None
+    return backend if backend.compile is not None or backend.traced_call is not None else None
 
 
 def known_problem(

@@ -161,9 +161,11 @@ def scaled_dot_product_attention(
         return out
     known = _dispatch.known_problem(sig, query, key, value, options.attn_mask)
     if known is None:  # (a plain signature seen before ran as it is: no program)
-        done, out = compiled_call(query, key, value, options, _attention)
-        if done:  # a backend that compiles (JAX): this signature's program
-            return out
+        backend = _dispatch.compiler_of(query)
+        if backend is not None:  # JAX: this signature's program; torch.compile: one node
+            done, out = compiled_call(query, key, value, options, _attention, backend)
+            if done:
+                return out
     return _attention(query, key, value, options, sig, known)
 
 

@@ -20,7 +20,6 @@ import array_api_compat as aac
 from .compiling import tracing
 from .masks import Mask
 from .options import Options
-from .registry import backend_for
 
 __all__ = ["compiled_call"]
 
@@ -30,19 +29,15 @@ _STATE = threading.local()  # ``inside``: tracing one of these programs
 
 
 def compiled_call(
-    query: Any, key: Any, value: Any, options: Options, call: Callable[..., Any]
+    query: Any, key: Any, value: Any, options: Options, call: Callable[..., Any], backend: Any
 ) -> tuple[bool, Any]:
     """``(True, result)`` of ``call(query, key, value, options)`` through the cached
     compiled program of its signature, or ``(False, None)`` where the call runs as it
     is (a backend that compiles nothing, a call being compiled already, a general
-    callable ``score_mod``, an argument that cannot key a cache)."""
+    callable ``score_mod``, an argument that cannot key a cache). ``backend``: the
+    query's (:func:`attnkit._dispatch.compiler_of`)."""
     if getattr(_STATE, "inside", False):
         return False, None
-    try:
-        xp = aac.array_namespace(query)
-    except TypeError:  # not an array: validation says what is wrong
-        return False, None
-    backend = backend_for(xp)
     if backend.traced_call is not None and tracing():  # torch.compile: one operator
         out = backend.traced_call(query, key, value, options)
         if out is not None:
