@@ -13,12 +13,12 @@ import numpy as np
 import attnkit as ak
 from attnkit import _dispatch, backends
 
-#: Files of the package a first plain causal call enters, and a repeated one, at most
-#: (issue 39 aims at 20 and 15: besides validation, plan and executor, a first call still
-#: asks whether its backend compiles (compiled) and, being masked, checks its operands
-#: finite (nan_guard); a repeated call also crosses the masks' modules for its tile).
-FIRST_CALL_FILES = 22
-REPEATED_CALL_FILES = 15
+#: Files of the package a first plain causal call enters, and a repeated one, at most:
+#: the public function, its options and dispatch, the trace test, validation (first call),
+#: the plan and cost model (first call), the executor, its operands and NaN guard, the
+#: block and its tile (the causal mask's modules), and the NumPy kernel.
+FIRST_CALL_FILES = 20
+REPEATED_CALL_FILES = 14
 ROOTS = tuple(str(Path(m.__file__).parent) for m in (ak, backends))
 
 

@@ -1,4 +1,4 @@
-"""The executor's two exact shortcuts (attnkit.blocked.shortcuts): no row maximum when the
+"""The executor's two exact shortcuts (attnkit.blocked.operands): no row maximum when the
 Cauchy-Schwarz bound proves every score small, and the row sums out of ``e @ [v | 1]``.
 
 Each case is compared with an independent float64 NumPy formula; the bound's decision
@@ -15,7 +15,7 @@ import pytest
 from _helpers import problem
 
 import attnkit as ak
-from attnkit.blocked import operands, shortcuts
+from attnkit.blocked import operands
 
 TOL = {"float32": 2e-6, "float64": 1e-12}
 
@@ -55,7 +55,7 @@ def _tol(dtype, q, k, scale=None):
 def test_limit_keeps_every_exp_normal_and_finite(dtype):
     info = np.finfo(dtype)
     for S in (1, 128, 4096, 10**6):
-        t = shortcuts.shift_free_limit(info, S)
+        t = operands.shift_free_limit(info, S)
         assert t > 10, f"limit {t} too small to be useful at S={S}"
         assert S * math.exp(t) <= float(info.max) / 8 * (1 + 1e-9)
         assert math.exp(-t) >= float(info.smallest_normal) * 8 * (1 - 1e-9)
@@ -154,6 +154,6 @@ def test_max_square_norm_in_chunks_keeps_nan():
     rng = np.random.default_rng(7)
     x = rng.standard_normal((2, 20000, 64))  # 2 chunks of 16384 rows
     expected = float(np.max(np.sum(x * x, axis=-1)))
-    assert shortcuts._max_square_norm(xp, x, float) == pytest.approx(expected, rel=1e-12)
+    assert operands._max_square_norm(xp, x, float) == pytest.approx(expected, rel=1e-12)
     x[1, 19000, 3] = np.nan  # in the second chunk
-    assert math.isnan(shortcuts._max_square_norm(xp, x, float))
+    assert math.isnan(operands._max_square_norm(xp, x, float))

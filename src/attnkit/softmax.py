@@ -40,7 +40,7 @@ def softmax_parts(
     the scores. ``maskable=False`` promises that no score is -inf (no mask at all), which
     skips the guards for empty rows. ``shift_free=True`` promises that every finite score
     is small enough for exp to need no row maximum subtracted (see
-    :func:`attnkit.blocked.shortcuts.shift_free_limit`): one pass fewer over the scores.
+    :func:`attnkit.blocked.operands.shift_free_limit`): one pass fewer over the scores.
     """
     if scores.shape[-1] == 0:  # S = 0: every row is empty (max has no identity)
         if allowed is not None:

@@ -12,7 +12,7 @@ tile), in the compute dtype::
 Without weights or dropout it ends in one of two named optimisations (same result, fewer
 passes over the scores): :func:`normalized_after` (``(e @ v) / denom``) or
 :func:`with_row_sums` (``e @ [v | 1]``); either skips the row maximum where the scores
-are provably small (:mod:`.shortcuts`).
+are provably small (:mod:`.operands`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,17 @@
 """The executor's operands: the GQA layout, the compute dtype, the masks' two forms, and
-which guards and shortcuts a call needs."""
+which guards and exact shortcuts a call needs.
+
+The two shortcuts:
+
+- **no row maximum** (``shift_free``): when ``scale * max_i |q_i| * max_j |k_j|``
+  (Cauchy-Schwarz) proves no exp can overflow or turn subnormal, the softmax needs no
+  maximum subtracted: the same function;
+- **row sums from the value product** (``value_ones``): without weights or dropout,
+  ``e @ [v | 1]`` gives ``e @ v`` and the row sums in one product.
+
+The bound is decided on concrete values only (never under ``jax.jit``) and only where L
+and S are at least 2E.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +21,9 @@ from typing import Any
 
 from ..nan_guard import all_finite
 from ..problem import Problem, gqa_layout
-from ..shapes import broadcast_shapes
-from .shortcuts import scores_bounded
+from ..shapes import broadcast_shapes, prod
 
-__all__ = ["Prepared", "empty_result", "prepare_operands"]
+__all__ = ["Prepared", "empty_result", "prepare_operands", "scores_bounded", "shift_free_limit"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +48,7 @@ def prepare_operands(p: Problem, kernels: Any, shortcuts: bool = False) -> Prepa
     Where some (query, key) pair is masked and the operands are not known to be finite
     (a concrete check found NaN or inf, or the values are traced under ``jax.jit``), each
     block zeroes what its rows may not touch (:func:`attnkit.nan_guard.neutralize`).
-    ``shortcuts=True`` (no weights or dropout) decides :mod:`.shortcuts`; ``kernels``
+    ``shortcuts=True`` (no weights or dropout) decides the shortcuts; ``kernels``
     (the backend's block kernels, or None) say whether the block kernel reads them.
     """
     xp, cd = p.xp, p.compute_dtype
@@ -88,3 +99,45 @@ def empty_result(
     lse = xp.full((*lead, rows), -math.inf, dtype=cd, device=p.device)
     weights = xp.zeros((*lead, rows, p.S), dtype=cd, device=p.device) if need_weights else None
     return out, weights, lse
+
+
+def shift_free_limit(dtype_info: Any, S: int) -> float:
+    """The largest T such that scores in [-T, T] need no max subtraction: S * exp(T)
+    stays 2**-3 below the largest float and exp(-T) stays 2**3 above the smallest normal
+    number (so no exp overflows, underflows or loses precision to subnormals)."""
+    top = math.log(dtype_info.max) - math.log(max(S, 1)) - 3 * math.log(2)
+    bottom = -math.log(dtype_info.smallest_normal) - 3 * math.log(2)
+    return min(top, bottom)
+
+
+def scores_bounded(p: Problem, q: Any, k: Any) -> bool:
+    """Whether |scale * q_i . k_j| <= shift_free_limit for all pairs, by Cauchy-Schwarz
+    (scale^2 max_i |q_i|^2 max_j |k_j|^2 <= T^2; NaN or inf fails the test). Decided on
+    concrete values only: under tracing (jax.jit) it is False. Skipped (False) for short
+    query or key axes, where the norms would cost more than the passes they save."""
+    if min(p.L, p.S) < 2 * q.shape[-1]:
+        return False
+    xp = p.xp
+    try:
+        q_sq = _max_square_norm(xp, q, p.backend.concrete_float)  # max_i |q_i|^2
+        k_sq = _max_square_norm(xp, k, p.backend.concrete_float)  # max_j |k_j|^2
+    except (TypeError, RuntimeError, ValueError):  # traced: no concrete value (jax.jit)
+        return False
+    limit = shift_free_limit(xp.finfo(q.dtype), p.S)
+    return p.scale * p.scale * q_sq * k_sq <= limit * limit
+
+
+def _max_square_norm(xp: Any, x: Any, to_float: Any) -> float:
+    """max over rows of |x_r|^2 for x (..., N, E), NaN if any is NaN, read 2**21 elements
+    at a time: a backend's vecdot may build the (..., N, E) product first, and a
+    temporary over 32 MiB is fresh, page-faulted memory on every call."""
+    n = x.shape[-2]
+    rows = max(1, (2**21) // max(1, prod(x.shape[:-2]) * x.shape[-1]))
+    best = -math.inf
+    for lo in range(0, n, rows):
+        part = x[..., lo : min(lo + rows, n), :]  # (..., <= rows, E)
+        value = to_float(xp.max(xp.vecdot(part, part)))
+        if math.isnan(value):
+            return value
+        best = max(best, value)
+    return best
