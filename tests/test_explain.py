@@ -79,6 +79,25 @@ def test_torch_paths_and_reasons() -> None:
     assert any("16-bit gradients" in d for d in low.declined)
 
 
+def test_a_structure_allowing_every_pair_takes_the_whole_call_kernel() -> None:
+    """A decoding step's bottom-right causal row, or a window wider than the keys, leaves
+    no pair out: PyTorch's whole-call kernel runs it (and gives the executor's numbers)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng()
+    S = int(rng.integers(300, 700))
+    q, k, v = (torch.randn(2, 4, n, 32, dtype=torch.float64) for n in (1, S, S))
+    for kwargs in (
+        {"is_causal": True, "causal_alignment": "bottom_right"},
+        {"window": (S, 0), "causal_alignment": "bottom_right"},
+        {"window": (None, None)},
+    ):
+        assert ak.explain(q, k, v, **kwargs).path == "kernel", kwargs
+    assert ak.explain(q, k, v, window=(S // 2, 0), causal_alignment="bottom_right").path != "kernel"
+    prefill = torch.randn(2, 4, 3, 32, dtype=torch.float64)  # its first rows see fewer keys
+    plan = ak.explain(prefill, k, v, is_causal=True, causal_alignment="bottom_right")
+    assert plan.path != "kernel"
+
+
 def test_bad_input_raises_the_same_error() -> None:
     q = _np(1, 4, 8)
     with pytest.raises(ak.ShapeError, match="key has 9 features"):

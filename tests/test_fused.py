@@ -51,6 +51,27 @@ def test_fused_when_semantics_match(sdpa_calls: list, kwargs: dict) -> None:
     torch.testing.assert_close(out, generic, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"is_causal": True, "causal_alignment": "bottom_right"},  # a decoding step's row
+        {"window": (9, 0), "causal_alignment": "bottom_right"},  # wider than the keys
+        {"window": (None, 3), "q_offset": 20},  # every key behind the query
+    ],
+)
+def test_fused_where_the_structure_leaves_no_pair_out(sdpa_calls: list, kwargs: dict) -> None:
+    q, k, v = (x.requires_grad_() for x in _qkv((2, 4, 1, 8), (2, 4, 9, 8)))
+    out = ak.scaled_dot_product_attention(q, k, v, **kwargs)
+    assert len(sdpa_calls) == 1 and not sdpa_calls[0].get("is_causal")
+    generic = ak.scaled_dot_product_attention(q, k, v, impl="generic", **kwargs)
+    torch.testing.assert_close(out, generic, rtol=1e-12, atol=1e-12)
+    grad = torch.randn_like(out)
+    fused = torch.autograd.grad(out, (q, k, v), grad)
+    expected = torch.autograd.grad(generic, (q, k, v), grad)
+    for got, want in zip(fused, expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_fused_with_mask_and_gqa(sdpa_calls: list) -> None:
     q, _, _ = _qkv((2, 4, 6, 8), (2, 2, 7, 8))
     _, k, v = _qkv((2, 4, 6, 8), (2, 2, 7, 8), seed=1)

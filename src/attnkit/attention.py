@@ -111,8 +111,9 @@ def scaled_dot_product_attention(
             executor, :mod:`attnkit.blocked`), or ``"reference"`` (the plain full-matrix
             formula, :mod:`attnkit.reference`). Under ``"auto"``: PyTorch runs
             ``F.scaled_dot_product_attention`` for the whole call where its semantics
-            equal attnkit's (no dropout, weights, lse, window, structured mask or
-            score_mod; causal only top-left at offset 0), else the blocked executor with
+            equal attnkit's (no dropout, weights, lse, score_mod, or window or
+            structured mask that leaves out a pair; causal only top-left at offset 0,
+            or a decoding step's bottom-right row), else the blocked executor with
             SDPA on each block and on a window's interior; NumPy runs the blocked
             executor with its reused-buffer block kernel; JAX and array-api-strict run
             the blocked executor's array-API arithmetic (under ``jax.jit``, XLA fuses

@@ -53,7 +53,8 @@ class Kernels:
         (..., Hq, L, S) (bool True = may attend, or additive float), ``causal`` top-left
         with the diagonal at position 0, ``gqa`` grouped-query heads (Hq % Hkv == 0).
         Returns (..., Hq, L, Ev) in the inputs' dtype, or None. Offered only calls with
-        no dropout, weights, lse, window, structured mask or score_mod, and L, S > 0.
+        no dropout, weights, lse or score_mod, no window or structured mask that leaves
+        out a pair, and L, S > 0.
     ``attention_declines(query, key, value, *, mask, causal, scale, gqa)``
         why ``attention`` would decline this call before computing anything (a string),
         or None: read by :func:`attnkit.explain`.

@@ -242,8 +242,9 @@ def _block_kernels_apply(p: Problem, kernels: Any) -> bool:
 
 def _whole_call_declines(p: Problem) -> tuple[list[str], bool]:
     """Why the semantics of a whole-call kernel (no dropout, weights, lse, score_mod,
-    window or structured mask; causal only top-left with the diagonal at position 0 and
-    without a mask) differ from this call's; and whether the call is that causal."""
+    window or structured mask that leaves out a pair; causal only top-left with the
+    diagonal at position 0 and without a mask) differ from this call's; and whether the
+    call is that causal."""
     reasons = []
     if p.dropout_p > 0:
         reasons.append("dropout draws from attnkit's explicit rng")
@@ -254,11 +255,19 @@ def _whole_call_declines(p: Problem) -> tuple[list[str], bool]:
     if p.L == 0 or p.S == 0:
         reasons.append("a zero-length axis")
     causal = _plain_causal(p)
-    if p.structure is not None and not causal:
+    if p.structure is not None and not causal and not _allows_every_pair(p):
         reasons.append("a window or structured mask (the executor skips its blocks)")
     if causal and p.mask is not None:
         reasons.append("is_causal together with attn_mask")
     return reasons, causal
+
+
+def _allows_every_pair(p: Problem) -> bool:
+    """Whether the structure allows every (query, key) pair of the call, from static ints
+    (a decoding step's bottom-right causal row, a window wider than the keys): the
+    whole-call kernel then runs the call without it."""
+    s = p.structure
+    return not s.holds_data and s.tile_kind(p.geometry, 0, p.L, 0, p.S) == masks.FULL
 
 
 _CAUSAL = (masks.causal("top_left"), masks.causal("bottom_right"))
