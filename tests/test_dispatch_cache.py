@@ -54,6 +54,35 @@ def test_calls_that_differ_are_checked_in_full():
         ak.scaled_dot_product_attention(q, k, v, impl="fast")
 
 
+def test_a_window_of_ints_is_part_of_the_signature(monkeypatch: pytest.MonkeyPatch):
+    """A decoding loop with a sliding window is validated once; another window, or a
+    value equal to a seen one but of another type (True == 1), is checked in full."""
+    _dispatch._VALIDATED.clear()
+    q, k, v = (x.double() for x in _qkv(L=3, S=16))
+    for window in (1, (4, 0), (None, 2)):
+        ak.scaled_dot_product_attention(q, k, v, window=window, causal_alignment="bottom_right")
+    assert len(_dispatch._VALIDATED) == 3
+    with pytest.raises(ParameterError, match="window"):
+        ak.scaled_dot_product_attention(q, k, v, window=True, causal_alignment="bottom_right")
+    with pytest.raises(ParameterError, match="window left side"):
+        ak.scaled_dot_product_attention(q, k, v, window=(True, 0), causal_alignment="bottom_right")
+    from attnkit import attention
+
+    def no_validate(*args, **kw):
+        raise AssertionError("a seen signature must not be validated again")
+
+    monkeypatch.setattr(attention, "validate", no_validate)
+    q2, k2, v2 = (x.double() for x in _qkv(L=3, S=16, seed=1))
+    got = ak.scaled_dot_product_attention(
+        q2, k2, v2, window=(4, 0), causal_alignment="bottom_right"
+    )
+    monkeypatch.undo()
+    want = ak.scaled_dot_product_attention(
+        q2, k2, v2, window=(4, 0), causal_alignment="bottom_right", impl="reference"
+    )
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_gqa_signature_reshapes_new_arrays():
     _dispatch._VALIDATED.clear()
     g = torch.Generator().manual_seed(2)

@@ -1,10 +1,10 @@
 """Dispatch: running a validated call by its plan, and the caches of repeated calls.
 
-The call's plan (:mod:`attnkit.plan`) says which path runs. Plain calls (no window,
-dropout, score_mod, weights, lse or block size; no mask, or a mask array) whose signature
-was seen before reuse its validation and plan (the plan where the backend has no
-autodiff), and where it went to the whole-call kernel, go straight to it: a decoding
-loop pays for its checks and dispatch once. The caches hold at most 64 signatures each
+The call's plan (:mod:`attnkit.plan`) says which path runs. Plain calls (no dropout,
+score_mod, weights, lse or block size; no mask, or a mask array; no window, or one of
+ints) whose signature was seen before reuse its validation and plan (the plan where the
+backend has no autodiff), and where it went to the whole-call kernel, go straight to it:
+a decoding loop pays for its checks and dispatch once. The caches hold at most 64 signatures each
 and no arrays; nothing is cached while ``torch.compile`` traces.
 """
 
@@ -55,6 +55,7 @@ def signature(query: Any, key: Any, value: Any, o: Options) -> tuple[Any, ...] |
         and type(o.kv_offset) is int
         and type(o.impl) is str
         and type(o.causal_alignment) is str
+        and _plain_window(o.window)
     ):
         return None
     try:
@@ -62,9 +63,22 @@ def signature(query: Any, key: Any, value: Any, o: Options) -> tuple[Any, ...] |
         masked = () if mask is None else (mask.shape, mask.dtype, mask.device)
         return (t, query.shape, key.shape, value.shape, query.dtype, key.dtype, value.dtype,
                 query.device, key.device, value.device, o.is_causal, o.scale, o.enable_gqa,
-                o.causal_alignment, o.q_offset, o.kv_offset, o.impl, *masked)  # fmt: skip
+                o.causal_alignment, o.q_offset, o.kv_offset, o.impl, o.window, *masked)  # fmt: skip
     except (AttributeError, TypeError, RuntimeError, ValueError):  # tracers, unhashable
         return None
+
+
+def _plain_window(window: Any) -> bool:
+    """None, an int, or a pair of ints or None (exactly those types: ``True`` is no
+    window size): a window the signature holds by value. A mask object given as the
+    window is validated on every call."""
+    if window is None or type(window) is int:
+        return True
+    return (
+        type(window) is tuple
+        and len(window) == 2
+        and all(w is None or type(w) is int for w in window)
+    )
 
 
 def planned(
@@ -74,8 +88,7 @@ def planned(
     it (else None), and the call's signature (None unless the call is plain)."""
     o = options
     if (
-        o.window is not None
-        or o.score_mod is not None
+        o.score_mod is not None
         or o.block_size is not None
         or o.return_weights is not False
         or o.return_lse is not False
