@@ -4,8 +4,8 @@ The call's plan (:mod:`attnkit.plan`) says which path runs. Plain calls (no drop
 score_mod, weights, lse or block size; no mask, or a mask array; no window, or one of
 ints) whose signature was seen before reuse its validation and plan (the plan where the
 backend has no autodiff), and where it went to the whole-call kernel, go straight to it:
-a decoding loop pays for its checks and dispatch once. The caches hold at most 64 signatures each
-and no arrays; nothing is cached while ``torch.compile`` traces.
+a decoding loop pays for its checks and dispatch once. The caches hold at most 64
+signatures each and no arrays; nothing is cached while ``torch.compile`` traces.
 """
 
 from __future__ import annotations
