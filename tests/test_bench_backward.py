@@ -120,3 +120,6 @@ def test_cli_refuses_options_it_does_not_use(capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit):
         main(["bench", "--backward", "--lengths", "64"])
     assert "--backward runs its own fixed cases; drop --lengths" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # each job is one process, measured once: no rounds
+        main(["bench", "--backward", "--rounds", "3", "--tuned-env"])
+    assert "drop --rounds, --tuned-env" in capsys.readouterr().err

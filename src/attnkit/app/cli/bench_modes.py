@@ -40,7 +40,10 @@ def run_hf(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-_DISTRIBUTED_EXCLUDES = ("targets", "window", "window_lengths", "flex", "plot", "hf", "backend")
+_DISTRIBUTED_EXCLUDES = (
+    "targets", "window", "window_lengths", "flex", "plot", "hf", "backend", "rounds", "isolate",
+    "tuned_env",
+)  # fmt: skip
 
 
 def run_distributed(args: argparse.Namespace) -> int:
@@ -140,7 +143,10 @@ def run_backward(args: argparse.Namespace) -> int:
     return 1 if broken else 0
 
 
-_BACKWARD_EXCLUDES = ("targets", "lengths", "window", "window_lengths", "flex", "plot", "hf")
+_BACKWARD_EXCLUDES = (
+    "targets", "lengths", "window", "window_lengths", "flex", "plot", "hf", "rounds", "isolate",
+    "tuned_env",
+)  # fmt: skip
 
 
 def run_forms(args: argparse.Namespace) -> int:
@@ -179,4 +185,7 @@ _HF_EXCLUDES = (
     "flex",
     "json",
     "plot",
+    "rounds",
+    "isolate",
+    "tuned_env",
 )
